@@ -1,0 +1,68 @@
+r"""sandbox-runtime: one interface to isolated Linux sandboxes, whatever runs them.
+
+Open a sandbox on any installed backend with the same code::
+
+    from sandbox_runtime import SandboxRuntime
+
+    with SandboxRuntime(backend="local") as sandbox:
+        result = sandbox.exec("echo hello")
+        assert result.stdout == "hello\\n"
+
+The public API is what this module exports; everything in ``_``-prefixed modules is private.
+"""
+
+from sandbox_runtime.aio import AsyncSandboxRuntime
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.config import BackendOptions, Resources, SandboxConfig
+from sandbox_runtime.errors import (
+    BackendError,
+    BackendNotFoundError,
+    BackendUnavailableError,
+    CommandFailedError,
+    ConfigError,
+    PathEscapeError,
+    SandboxClosedError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxIsADirectoryError,
+    SandboxStartError,
+    SandboxTimeoutError,
+)
+from sandbox_runtime.registry import BackendInfo, list_backends, load_backend
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, PatchResult
+from sandbox_runtime.runtime import SandboxRuntime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TIMEOUT_EXIT_CODE",
+    "AsyncSandboxRuntime",
+    "Availability",
+    "Backend",
+    "BackendError",
+    "BackendInfo",
+    "BackendNotFoundError",
+    "BackendOptions",
+    "BackendUnavailableError",
+    "CommandFailedError",
+    "ConfigError",
+    "ExecRequest",
+    "ExecResult",
+    "PatchResult",
+    "PathEscapeError",
+    "ReapedSandbox",
+    "Resources",
+    "SandboxClosedError",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxFileNotFoundError",
+    "SandboxGoneError",
+    "SandboxIsADirectoryError",
+    "SandboxRuntime",
+    "SandboxStartError",
+    "SandboxTimeoutError",
+    "__version__",
+    "list_backends",
+    "load_backend",
+]

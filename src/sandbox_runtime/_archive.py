@@ -1,0 +1,125 @@
+"""Tar archives: the one format every backend can move files in.
+
+Docker's Engine API, ``kubectl cp`` and a ``tar`` process in any container all speak it,
+so files cross the sandbox boundary as tar streams and directory upload and download are
+written once.  Extraction on the host refuses any member that would land outside its
+destination, through ``..``, an absolute name, or a symlink already on disk.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import tarfile
+import time
+from pathlib import Path
+
+from sandbox_runtime.errors import PathEscapeError
+
+__all__ = [
+    "directory",
+    "extract",
+    "first_file",
+    "single_file",
+]
+
+
+def _member_name(sandbox_path: str) -> str:
+    name = posixpath.normpath(sandbox_path).lstrip("/")
+    if not name or name == ".":
+        raise ValueError(f"not a file path: {sandbox_path!r}")
+    return name
+
+
+def single_file(sandbox_path: str, data: bytes, mode: int = 0o644) -> bytes:
+    """A tar holding one regular file named by its absolute sandbox path, without parent entries.
+
+    Leaving out the parent directory entries makes extractors create missing parents and
+    leave existing ones (``/tmp`` with its sticky bit) untouched.
+    """
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo(_member_name(sandbox_path))
+        info.size = len(data)
+        info.mode = mode & 0o7777
+        info.mtime = int(time.time())
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def directory(host_dir: Path, sandbox_dir: str) -> bytes:
+    """A tar of a host directory's contents, rooted at ``sandbox_dir`` (relative to ``/``).
+
+    Symlinks are stored as links, not followed, so a repository with a virtualenv inside
+    arrives as it left.
+    """
+    prefix = _member_name(sandbox_dir)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.add(str(host_dir), arcname=prefix, recursive=True)
+    return buffer.getvalue()
+
+
+def first_file(data: bytes) -> bytes | None:
+    """The content of the first member of a tar, or ``None`` if that member is a directory."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+        for member in archive:
+            if member.isdir():
+                return None
+            if member.issym() or member.islnk():
+                continue
+            extracted = archive.extractfile(member)
+            return extracted.read() if extracted is not None else b""
+    return None
+
+
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def extract(data: bytes, destination: Path, *, strip_top: str | None = None) -> None:
+    """Extract a tar under ``destination``, refusing members that would escape it.
+
+    ``strip_top`` renames the archive's top-level entry (what ``get_archive`` names after the
+    source's basename) to ``destination`` itself, for ``download(src, dst)`` semantics.
+    """
+    destination.mkdir(parents=True, exist_ok=True)
+    root = os.path.realpath(destination)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+        for member in archive:
+            name = posixpath.normpath(member.name)
+            if strip_top is not None:
+                if name == strip_top:
+                    name = "."
+                elif name.startswith(strip_top + "/"):
+                    name = name[len(strip_top) + 1 :]
+            if name.startswith("/") or name == ".." or name.startswith("../"):
+                raise PathEscapeError(f"archive member escapes the destination: {member.name!r}")
+            # Resolve the parent only: an existing symlink at the name itself is replaced,
+            # never written through.
+            parent = os.path.realpath(os.path.join(root, posixpath.dirname(name)))
+            if not _inside(root, parent):
+                raise PathEscapeError(f"archive member escapes the destination: {member.name!r}")
+            if member.islnk():
+                link_target = os.path.realpath(os.path.join(root, member.linkname))
+                if not _inside(root, link_target):
+                    raise PathEscapeError(f"hard link escapes the destination: {member.name!r}")
+            if name == "." and member.isdir():
+                continue
+            member.name = os.path.relpath(os.path.join(parent, posixpath.basename(name)), root)
+            _extract_member(archive, member, root)
+
+
+def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
+    target = os.path.join(root, member.name)
+    if os.path.islink(target) or (os.path.lexists(target) and not member.isdir()):
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise IsADirectoryError(f"a directory is in the way of {member.name!r}")
+        os.unlink(target)  # replace files and links instead of writing through them
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if hasattr(tarfile, "fully_trusted_filter"):
+        # Names were checked above; keep modes and absolute symlink targets as they are.
+        archive.extract(member, root, set_attrs=True, filter="fully_trusted")
+    else:  # Python < 3.10.12: no filters, same behaviour
+        archive.extract(member, root, set_attrs=True)

@@ -1,0 +1,174 @@
+"""Run a host process with a deadline, bounded output and a process-group kill.
+
+``subprocess.run(timeout=...)`` kills only the direct child, waits for grandchildren that
+still hold the pipes, and keeps unbounded output.  This runner starts the command as a new
+session, reads both pipes in one thread with ``selectors`` into head/tail buffers, feeds
+stdin without deadlocking, and on timeout SIGKILLs the whole process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from sandbox_runtime._output import HeadTailBuffer
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+
+__all__ = ["run_process"]
+
+_READ_SIZE = 65536
+# After the command exits, background children may still hold the pipes open; their
+# output is not the command's, so we read what is already there and stop shortly after.
+_DRAIN_AFTER_EXIT = 0.05
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout: float | None,
+    stdin: bytes | None,
+    max_output_bytes: int,
+    display: str,
+    on_start: Callable[[int], None] | None = None,
+) -> ExecResult:
+    """Run ``argv`` and return its result; see the module docstring for the rules."""
+    began = time.monotonic()
+    deadline = None if timeout is None else began + timeout
+    process = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    if on_start is not None:
+        on_start(process.pid)
+    stdout = HeadTailBuffer(max_output_bytes)
+    stderr = HeadTailBuffer(max_output_bytes)
+    timed_out = False
+    try:
+        timed_out = _pump(process, stdin, stdout, stderr, deadline)
+    finally:
+        if timed_out:
+            _kill_group(process.pid)
+        for stream in (process.stdout, process.stderr, process.stdin):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        returncode = process.wait()
+    if timed_out:
+        exit_code = TIMEOUT_EXIT_CODE
+    elif returncode < 0:
+        exit_code = 128 - returncode  # killed by a signal: report it the way a shell does
+    else:
+        exit_code = returncode
+    return ExecResult(
+        command=display,
+        exit_code=exit_code,
+        stdout_bytes=stdout.getvalue(),
+        stderr_bytes=stderr.getvalue(),
+        duration=time.monotonic() - began,
+        timed_out=timed_out,
+        stdout_truncated=stdout.truncated,
+        stderr_truncated=stderr.truncated,
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _pump(
+    process: subprocess.Popen[bytes],
+    stdin: bytes | None,
+    stdout: HeadTailBuffer,
+    stderr: HeadTailBuffer,
+    deadline: float | None,
+) -> bool:
+    """Move bytes until both pipes close (or the command exits); True if the deadline passed."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    selector = selectors.DefaultSelector()
+    sinks = {process.stdout.fileno(): stdout, process.stderr.fileno(): stderr}
+    for fd in sinks:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    pending = memoryview(stdin) if stdin is not None else None
+    stdin_fd = -1
+    if process.stdin is not None:
+        stdin_fd = process.stdin.fileno()
+        os.set_blocking(stdin_fd, False)
+        if pending:
+            selector.register(stdin_fd, selectors.EVENT_WRITE)
+        else:
+            process.stdin.close()
+    exited_at: float | None = None
+    try:
+        while sinks:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return True
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT:
+                _read_available(sinks)
+                break
+            wait = 0.05 if exited_at is None else _DRAIN_AFTER_EXIT
+            if deadline is not None:
+                wait = min(wait, max(deadline - now, 0.0))
+            for key, _ in selector.select(wait):
+                if key.fd == stdin_fd:
+                    assert pending is not None
+                    assert process.stdin is not None
+                    try:
+                        pending = pending[os.write(stdin_fd, pending[:_READ_SIZE]) :]
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:  # the command stopped reading: not an error
+                        pending = pending[len(pending) :]
+                    if not pending:
+                        selector.unregister(stdin_fd)
+                        process.stdin.close()
+                    continue
+                try:
+                    chunk = os.read(key.fd, _READ_SIZE)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    sinks[key.fd].write(chunk)
+                else:
+                    selector.unregister(key.fd)
+                    del sinks[key.fd]
+    finally:
+        selector.close()
+    # Both pipes are closed (or abandoned to background children): wait for the exit status.
+    remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    try:
+        process.wait(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def _read_available(sinks: dict[int, HeadTailBuffer]) -> None:
+    """Read whatever is already buffered in the pipes, without waiting for more."""
+    for fd, sink in list(sinks.items()):
+        while True:
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            sink.write(chunk)

@@ -1,0 +1,168 @@
+"""The contract between :class:`~sandbox_runtime.SandboxRuntime` and a backend.
+
+A backend implements a handful of primitives for one sandbox: start, exec, put/get a tar
+archive, stop, liveness.  Everything users call beyond that (text and bytes I/O, directory
+upload and download, patches, diffs, resets) is written once in ``runtime.py`` on top of
+these primitives, so a new backend gets all of it, and the shared conformance suite in
+:mod:`sandbox_runtime.testing` says whether it got it right.
+
+A backend is found through the ``sandbox_runtime.backends`` entry-point group; a third-party
+package adds one by declaring an entry point, nothing else.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from sandbox_runtime import _archive
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import SandboxIsADirectoryError
+from sandbox_runtime.results import ExecResult
+
+__all__ = ["Availability", "Backend", "ExecRequest", "ReapedSandbox"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecRequest:
+    """One command, fully resolved by the runtime before it reaches a backend.
+
+    ``command`` is either a shell string (run by ``bash -c`` where bash exists, else
+    ``sh -c``) or an argument vector run without a shell.  ``cwd`` is absolute, ``env`` already
+    merges the sandbox's and the call's variables, and ``timeout`` is ``None`` for no limit.
+    """
+
+    command: str | tuple[str, ...]
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    stdin: bytes | None = None
+    max_output_bytes: int = 8 * 1024 * 1024
+
+    @property
+    def display(self) -> str:
+        """The command as a person would type it, for results and logs."""
+        if isinstance(self.command, str):
+            return self.command
+        import shlex
+
+        return shlex.join(self.command)
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """Whether a backend can run on this machine, and if not, why."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class ReapedSandbox:
+    """One sandbox removed (or, in a dry run, that would be removed) by a reaper."""
+
+    backend: str
+    sandbox_id: str
+    reason: str
+
+
+class Backend(abc.ABC):
+    """One sandbox of one backend: the primitives the runtime builds on.
+
+    Implementations must make :meth:`exec`, :meth:`put_archive`, :meth:`get_archive`,
+    :meth:`write_file` and :meth:`read_file` safe to call from several threads at once;
+    the runtime serialises :meth:`start` and :meth:`stop` itself.
+    """
+
+    #: Name under which the backend is registered; used in messages and labels.
+    name: ClassVar[str] = ""
+    #: The pydantic model validating ``SandboxConfig.options`` for this backend.
+    options_model: ClassVar[type[BackendOptions]] = BackendOptions
+    #: The ``sandbox-runtime[...]`` extra that installs this backend's dependencies.
+    extra: ClassVar[str | None] = None
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        self.config = config
+        self.options = options
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        """Say whether this backend can run here (daemon reachable, credentials present)."""
+        return Availability(True)
+
+    @property
+    @abc.abstractmethod
+    def sandbox_id(self) -> str:
+        """A stable identifier of this sandbox in its backend (container id, instance id)."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Create the sandbox, with ``config.workdir`` existing, within ``config.start_timeout``.
+
+        Raises :class:`~sandbox_runtime.errors.SandboxStartError` on failure, after cleaning
+        up whatever it created.
+        """
+
+    @abc.abstractmethod
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run one command and return its result.
+
+        On timeout, kill the command's whole process group in the sandbox and return the
+        output captured so far with ``timed_out=True`` and exit code 124.  Output beyond
+        ``request.max_output_bytes`` per stream keeps its head and tail (see ``_output``).
+        Raises :class:`~sandbox_runtime.errors.SandboxGoneError` if the sandbox is gone.
+        """
+
+    @abc.abstractmethod
+    def put_archive(self, data: bytes) -> None:
+        """Extract a tar archive whose member names are paths relative to the sandbox's ``/``.
+
+        Missing parent directories are created; existing directories keep their modes.
+        """
+
+    @abc.abstractmethod
+    def get_archive(self, path: str) -> bytes:
+        """Return a tar archive of ``path`` (file or directory) whose top member is its basename.
+
+        Raises :class:`~sandbox_runtime.errors.SandboxFileNotFoundError` if it does not exist.
+        """
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write one file at an absolute sandbox path (override for a faster way)."""
+        self.put_archive(_archive.single_file(path, data, mode))
+
+    def read_file(self, path: str) -> bytes:
+        """Read one file at an absolute sandbox path (override for a faster way)."""
+        content = _archive.first_file(self.get_archive(path))
+        if content is None:
+            raise SandboxIsADirectoryError(f"is a directory: {path}")
+        return content
+
+    def exists(self, path: str) -> bool:
+        """True if an absolute sandbox path exists (a broken symlink counts)."""
+        script = 'test -e "$1" || test -L "$1"'
+        request = ExecRequest(command=("/bin/sh", "-c", script, "sh", path), cwd="/", timeout=60)
+        return self.exec(request).exit_code == 0
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Remove the sandbox and everything it holds; calling it twice is harmless."""
+
+    @abc.abstractmethod
+    def is_alive(self) -> bool:
+        """True while the sandbox exists and can run commands."""
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Remove this library's sandboxes that expired or whose owner process died.
+
+        Backends whose sandboxes cannot outlive their client keep this default, which
+        finds nothing.  A reaper never touches anything this library did not create.
+        """
+        return []

@@ -1,0 +1,561 @@
+"""The ``docker`` backend: one container per sandbox, through docker-py's Engine API client.
+
+Lifetime without a babysitter: the container's own command is ``sleep <lifetime>`` under
+Docker's init, with auto-remove on, so an abandoned sandbox ends and disappears at its
+lifetime even when the client was ``kill -9``ed.  Labels name the owner process, the run and
+the expiry, and :meth:`DockerBackend.reap` removes only containers carrying them.
+
+Commands run through the exec API.  docker-py's ``exec_run`` cannot time out or kill what it
+started, so we read the exec's hijacked socket ourselves with a deadline and kill the
+command's process group through the wrapper in ``_shell`` when it passes.  Any engine that
+speaks the Docker API on a unix socket or TCP (with or without TLS) works: set
+``DOCKER_HOST`` or ``docker_host``; Podman's ``podman.sock`` is one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import select
+import socket
+import ssl
+import struct
+import threading
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import Field
+
+from sandbox_runtime import _shell
+from sandbox_runtime._output import HeadTailBuffer
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import (
+    BackendError,
+    BackendUnavailableError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxStartError,
+    SandboxTimeoutError,
+)
+from sandbox_runtime.ownership import MANAGED, make_labels, why_reapable
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.retry import call_with_retries
+
+try:
+    import docker
+    import docker.errors
+    import requests.exceptions
+except ImportError as exc:  # pragma: no cover - exercised by the registry's error path
+    raise ImportError(
+        "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'"
+    ) from exc
+
+__all__ = ["DockerBackend", "DockerOptions"]
+
+logger = logging.getLogger("sandbox_runtime.docker")
+
+_BACKEND_LABEL = "sandbox-runtime.backend"
+_NAME_PREFIX = "sandbox-runtime-"
+_STDOUT, _STDERR = 1, 2
+_READ_SIZE = 65536
+
+
+class DockerOptions(BackendOptions):
+    """Options of the ``docker`` backend."""
+
+    docker_host: str | None = None
+    """Engine address (``unix:///run/podman/podman.sock``, ``tcp://...``); else ``DOCKER_HOST``."""
+    pull: Literal["missing", "always", "never"] = "missing"
+    """When to pull the image: only if absent, before every start, or never."""
+    network: str | None = None
+    """Network mode (``none``, ``bridge``, ``host`` or a network name); default: the engine's."""
+    user: str | None = None
+    """User that commands run as (``uid[:gid]`` or a name); default: the image's."""
+    volumes: list[str] = Field(default_factory=list)
+    """Bind mounts as ``host_path:container_path[:ro]``."""
+    privileged: bool = False
+    """Run the container privileged (needed only for docker-in-docker and the like)."""
+    runtime: str | None = None
+    """OCI runtime, e.g. ``runsc`` for gVisor."""
+    init: bool = True
+    """Run Docker's init as PID 1, so that orphaned processes are reaped."""
+    api_timeout: float = Field(default=120.0, gt=0)
+    """Seconds before one Engine API call is abandoned."""
+    max_pool_size: int = Field(default=64, gt=0)
+    """HTTP connections kept to the engine; raise it for many parallel sandboxes."""
+
+
+_clients: dict[tuple[str | None, float, int], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(options: DockerOptions) -> Any:
+    """One shared ``APIClient`` per engine: the version handshake and the pool are reused."""
+    key = (options.docker_host, options.api_timeout, options.max_pool_size)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            kwargs: dict[str, Any] = docker.utils.kwargs_from_env()
+            if options.docker_host:
+                kwargs["base_url"] = options.docker_host
+            try:
+                client = docker.APIClient(
+                    version="auto",
+                    timeout=options.api_timeout,
+                    max_pool_size=options.max_pool_size,
+                    **kwargs,
+                )
+            except docker.errors.DockerException as exc:
+                where = kwargs.get("base_url", "the default socket")
+                raise BackendUnavailableError(
+                    f"cannot reach the Docker engine at {where}: {exc}"
+                ) from exc
+            _clients[key] = client
+        return client
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None) if isinstance(exc, docker.errors.APIError) else None
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Connection failures and 5xx answers are worth another try on idempotent calls."""
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+        return True
+    status = _status(exc)
+    return status is not None and status >= 500
+
+
+def _explain(exc: BaseException) -> str:
+    if isinstance(exc, docker.errors.APIError):
+        return str(exc.explanation or exc)
+    return str(exc)
+
+
+def _is_gone(exc: BaseException) -> bool:
+    status = _status(exc)
+    text = _explain(exc).lower()
+    return (status == 404 and "container" in text) or (status == 409 and "not running" in text)
+
+
+class DockerBackend(Backend):
+    """A sandbox as a Docker container; see the module docstring."""
+
+    name = "docker"
+    options_model = DockerOptions
+    extra = "docker"
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        super().__init__(config, options)
+        assert isinstance(options, DockerOptions)
+        self._opts = options
+        self._container: str | None = None
+        self._name = _NAME_PREFIX + uuid.uuid4().hex[:16]
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        """Ping the engine."""
+        opts = options if isinstance(options, DockerOptions) else DockerOptions()
+        try:
+            _client(opts).ping()
+        except (BackendUnavailableError, docker.errors.DockerException) as exc:
+            return Availability(False, str(exc))
+        except requests.exceptions.RequestException as exc:
+            return Availability(False, f"cannot reach the Docker engine: {exc}")
+        return Availability(True)
+
+    @property
+    def sandbox_id(self) -> str:
+        """The container id (the planned name before start)."""
+        return self._container or self._name
+
+    @property
+    def _api(self) -> Any:
+        return _client(self._opts)
+
+    def _call(self, description: str, operation: Any) -> Any:
+        return call_with_retries(operation, _retryable, description=description)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create and start the container; clean up and raise ``SandboxStartError`` on failure."""
+        if not self.config.image:
+            raise SandboxStartError("the docker backend needs an image (SandboxConfig.image)")
+        began = time.monotonic()
+        api = self._api
+        try:
+            if self._opts.pull == "always":
+                self._pull()
+            try:
+                container = self._create(api)
+            except docker.errors.ImageNotFound:
+                if self._opts.pull == "never":
+                    raise
+                self._pull()
+                container = self._create(api)
+            self._container = container
+            self._call("start container", lambda: api.start(container))
+        except Exception as exc:
+            self._remove_quietly()
+            if isinstance(exc, (requests.exceptions.ConnectionError,)):
+                raise BackendUnavailableError(f"cannot reach the Docker engine: {exc}") from exc
+            if isinstance(
+                exc, (docker.errors.DockerException, requests.exceptions.RequestException)
+            ):
+                raise SandboxStartError(
+                    f"cannot start a container from {self.config.image!r}: {_explain(exc)}"
+                ) from exc
+            raise
+        elapsed = time.monotonic() - began
+        if elapsed > self.config.start_timeout:
+            self._remove_quietly()
+            raise SandboxTimeoutError(
+                f"starting the container took {elapsed:.1f}s, over start_timeout "
+                f"{self.config.start_timeout:.1f}s"
+            )
+
+    def _pull(self) -> None:
+        image = self.config.image
+        assert image is not None
+        logger.info("pulling image %s", image)
+        # docker-py splits "repo:tag" and "repo@digest" itself and defaults the tag to latest.
+        self._call("pull image", lambda: self._api.pull(image))
+
+    def _create(self, api: Any) -> str:
+        config = self.config
+        resources = config.resources
+        host_config = api.create_host_config(
+            init=self._opts.init,
+            auto_remove=True,
+            mem_limit=resources.memory,
+            nano_cpus=int(resources.cpus * 1e9) if resources.cpus else None,
+            pids_limit=resources.pids,
+            network_mode=self._opts.network,
+            privileged=self._opts.privileged,
+            binds=self._opts.volumes or None,
+            runtime=self._opts.runtime,
+        )
+        labels = make_labels(lifetime=config.lifetime, run_id=config.run_id, extra=config.labels)
+        labels[_BACKEND_LABEL] = self.name
+        lifetime = str(int(config.lifetime + 0.999))
+
+        def create() -> str:
+            try:
+                created = api.create_container(
+                    image=config.image,
+                    entrypoint=["sleep"],
+                    command=[lifetime],
+                    name=self._name,
+                    working_dir=config.workdir,
+                    environment=config.env or None,
+                    labels=labels,
+                    host_config=host_config,
+                    stdin_open=False,
+                    tty=False,
+                )
+                return str(created["Id"])
+            except docker.errors.APIError as exc:
+                # A retried create whose first attempt went through: the name is ours.
+                if _status(exc) == 409 and self._name in _explain(exc):
+                    return str(api.inspect_container(self._name)["Id"])
+                raise
+
+        return str(self._call("create container", create))
+
+    def _remove_quietly(self) -> None:
+        target = self._container or self._name
+        with contextlib.suppress(Exception):
+            self._api.remove_container(target, force=True, v=True)
+
+    def stop(self) -> None:
+        """Remove the container and its anonymous volumes; a second call finds nothing to do."""
+        target = self._container
+        if target is None:
+            return
+        api = self._api
+
+        def remove() -> None:
+            try:
+                api.remove_container(target, force=True, v=True)
+            except docker.errors.APIError as exc:
+                # Already gone, or auto-remove is already removing it.
+                if _status(exc) in (404, 409):
+                    return
+                raise
+
+        try:
+            self._call("remove container", remove)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise BackendError(f"cannot remove container {target[:12]}: {_explain(exc)}") from exc
+
+    def is_alive(self) -> bool:
+        """True while the container exists and runs."""
+        if self._container is None:
+            return False
+        try:
+            state = self._api.inspect_container(self._container)["State"]
+        except docker.errors.NotFound:
+            return False
+        return bool(state.get("Running")) and not state.get("Paused")
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _container_id(self) -> str:
+        if self._container is None:
+            raise SandboxGoneError("the container was never started")
+        return self._container
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command through the exec API with a real, group-killing timeout."""
+        container = self._container_id()
+        api = self._api
+        pidfile = f"{_shell.PIDFILE_DIR}/{uuid.uuid4().hex}.pid"
+        began = time.monotonic()
+        try:
+            exec_id = self._call(
+                "create exec",
+                lambda: api.exec_create(
+                    container,
+                    _shell.wrapped_argv(request.command, request.cwd, pidfile),
+                    stdin=request.stdin is not None,
+                    environment=request.env or None,
+                    user=self._opts.user or "",
+                    workdir="/",
+                )["Id"],
+            )
+            stream = _ExecStream(api, exec_id)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "exec") from exc
+        deadline = None if request.timeout is None else began + request.timeout
+        stdout = HeadTailBuffer(request.max_output_bytes)
+        stderr = HeadTailBuffer(request.max_output_bytes)
+        try:
+            finished = stream.pump({_STDOUT: stdout, _STDERR: stderr}, deadline, request.stdin)
+        finally:
+            stream.close()
+        if not finished:
+            self._kill_group(container, pidfile)
+            exit_code, timed_out = TIMEOUT_EXIT_CODE, True
+        else:
+            exit_code, timed_out = self._exit_code(api, exec_id), False
+        if exit_code == _shell.NO_CWD_EXIT and stderr.getvalue().startswith(
+            _shell.NO_CWD_MARKER.encode()
+        ):
+            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
+        return ExecResult(
+            command=request.display,
+            exit_code=exit_code,
+            stdout_bytes=stdout.getvalue(),
+            stderr_bytes=stderr.getvalue(),
+            duration=time.monotonic() - began,
+            timed_out=timed_out,
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+        )
+
+    def _exit_code(self, api: Any, exec_id: str) -> int:
+        # The stream can close a moment before the engine records the exit code.
+        for delay in (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5):
+            if delay:
+                time.sleep(delay)
+            info = api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+        if not self.is_alive():
+            raise SandboxGoneError(f"container {self._container_id()[:12]} died during the command")
+        raise BackendError(f"the engine never reported an exit code for exec {exec_id[:12]}")
+
+    def _kill_group(self, container: str, pidfile: str) -> None:
+        try:
+            exec_id = self._api.exec_create(
+                container, ["/bin/sh", "-c", _shell.kill_group_script(pidfile)], user="root"
+            )["Id"]
+            self._api.exec_start(exec_id)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            logger.warning("could not kill a timed-out command in %s: %s", container[:12], exc)
+
+    def _translate(self, exc: BaseException, what: str) -> Exception:
+        if _is_gone(exc):
+            return SandboxGoneError(f"container {self.sandbox_id[:12]} is gone: {_explain(exc)}")
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return BackendUnavailableError(f"lost the Docker engine during {what}: {exc}")
+        return BackendError(f"{what} failed: {_explain(exc)}")
+
+    # -- files ---------------------------------------------------------------------------
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract at ``/``; the engine creates missing parents and keeps existing directories."""
+        container = self._container_id()
+        try:
+            ok = self._call("put archive", lambda: self._api.put_archive(container, "/", data))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "upload") from exc
+        if not ok:
+            raise BackendError("the engine refused the archive")
+
+    def get_archive(self, path: str) -> bytes:
+        """Fetch a tar of ``path`` from the engine."""
+        container = self._container_id()
+
+        def fetch() -> bytes:
+            chunks, _stat = self._api.get_archive(container, path)
+            buffer = io.BytesIO()
+            for chunk in chunks:
+                buffer.write(chunk)
+            return buffer.getvalue()
+
+        try:
+            return bytes(self._call("get archive", fetch))
+        except docker.errors.NotFound as exc:
+            if (
+                "container" in _explain(exc).lower()
+                and "no such container" in _explain(exc).lower()
+            ):
+                raise SandboxGoneError(f"container {container[:12]} is gone") from exc
+            raise SandboxFileNotFoundError(
+                f"no such file or directory in the sandbox: {path}"
+            ) from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "download") from exc
+
+    # -- reaping -------------------------------------------------------------------------
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Remove this library's containers that expired, stopped, or lost their owner."""
+        opts = options if isinstance(options, DockerOptions) else DockerOptions()
+        api = _client(opts)
+        reaped: list[ReapedSandbox] = []
+        for summary in api.containers(all=True, filters={"label": f"{MANAGED}=true"}):
+            labels = summary.get("Labels") or {}
+            reason = why_reapable(labels)
+            if reason is None and summary.get("State") not in ("running", "paused", "restarting"):
+                reason = f"not running ({summary.get('State')})"
+            if reason is None:
+                continue
+            container_id = str(summary["Id"])
+            reaped.append(ReapedSandbox(cls.name, container_id, reason))
+            if dry_run:
+                continue
+            try:
+                api.remove_container(container_id, force=True, v=True)
+                logger.info("reaped container %s (%s)", container_id[:12], reason)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if _status(exc) != 409:  # 409: already being removed
+                    raise BackendError(
+                        f"cannot remove {container_id[:12]}: {_explain(exc)}"
+                    ) from exc
+        return reaped
+
+
+class _ExecStream:
+    """The hijacked connection of one exec: write stdin, read demultiplexed output by deadline.
+
+    I/O goes through the raw, non-blocking socket with ``select`` so that a deadline can
+    interrupt it and stdin can be written while output is read (``cat`` of a large input
+    would otherwise deadlock on full buffers).
+    Bytes that the HTTP layer already buffered while parsing the upgrade response are taken
+    first, without blocking, so that nothing a fast command printed is lost.
+    """
+
+    def __init__(self, api: Any, exec_id: str) -> None:
+        self._response = api._post_json(
+            api._url("/exec/{0}/start", exec_id),
+            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+            data={"Tty": False, "Detach": False},
+            stream=True,
+        )
+        api._raise_for_status(self._response)
+        buffered_reader = self._response.raw._fp.fp
+        raw = buffered_reader.raw
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock.setblocking(False)
+        try:
+            self._pending = bytearray(buffered_reader.read1(_READ_SIZE) or b"")
+        except (BlockingIOError, OSError):
+            self._pending = bytearray()
+
+    def pump(
+        self, sinks: dict[int, HeadTailBuffer], deadline: float | None, stdin: bytes | None = None
+    ) -> bool:
+        """Feed ``stdin`` and demultiplex output into ``sinks``, interleaved so neither blocks.
+
+        Returns True at end of stream, False when the deadline passed first.  Stdin is
+        half-closed once written, so the command sees end of input.
+        """
+        buffer = self._pending
+        stream_id = 0
+        remaining = 0
+        unsent = memoryview(stdin) if stdin is not None else None
+        self._sock.setblocking(False)
+        if unsent is not None and not unsent:
+            self._close_stdin()
+            unsent = None
+        while True:
+            # Consume whole headers and as much payload as we hold.
+            while buffer:
+                if remaining == 0:
+                    if len(buffer) < 8:
+                        break
+                    stream_id, remaining = struct.unpack(">BxxxL", bytes(buffer[:8]))
+                    del buffer[:8]
+                    continue
+                take = min(remaining, len(buffer))
+                sink = sinks.get(stream_id)
+                if sink is not None:
+                    sink.write(bytes(buffer[:take]))
+                del buffer[:take]
+                remaining -= take
+            timeout = None if deadline is None else deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                return False
+            pending_tls = getattr(self._sock, "pending", None)
+            if pending_tls and pending_tls():
+                readable, writable = [self._sock], list[socket.socket]()
+            else:
+                readable, writable, _ = select.select(
+                    [self._sock], [self._sock] if unsent is not None else [], [], timeout
+                )
+                if not readable and not writable:
+                    return False
+            if writable and unsent is not None:
+                try:
+                    sent = self._sock.send(unsent[:_READ_SIZE])
+                except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                    sent = 0
+                except (BrokenPipeError, ConnectionResetError):
+                    sent = len(unsent)  # the command stopped reading its input
+                unsent = unsent[sent:]
+                if not unsent:
+                    self._close_stdin()
+                    unsent = None
+            if not readable:
+                continue
+            try:
+                chunk = self._sock.recv(_READ_SIZE)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not chunk:
+                return True
+            buffer += chunk
+
+    def _close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        """Close the connection (the engine keeps a timed-out command until we kill it)."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with contextlib.suppress(Exception):
+            self._response.close()

@@ -1,0 +1,459 @@
+"""The ``local`` backend: a directory per sandbox and real processes, no daemon needed.
+
+Each sandbox is a fresh directory (``<base_dir>/sbx-<id>/root``) that stands for the
+sandbox's ``/``: the file API maps ``/workspace/a.py`` to ``<root>/workspace/a.py`` and refuses
+any path that would leave the root, through ``..`` or through a symlink.
+
+Two isolation levels, stated plainly:
+
+``isolation="none"`` (default)
+    Commands run as ordinary host processes, with the sandbox directory as working
+    directory, the host's environment and the host's filesystem.  Relative paths agree
+    between files and commands; absolute paths in commands mean host paths.  This protects
+    against nothing: it is for trusted code and for speed.
+
+``isolation="namespace"``
+    Commands run under bubblewrap (``bwrap``) in new PID, IPC and UTS namespaces (and a new
+    network namespace with ``network=False``), with the host's directories read-only and
+    the sandbox's top-level directories bound over them, so ``/workspace`` and ``/tmp``
+    inside a command are the sandbox's.  Absolute paths then agree everywhere.  It is not
+    a container: the host's files stay readable and resource limits are not enforced.
+
+A sandbox ends at ``lifetime`` even if its client is killed: a detached watchdog process
+removes it then, and ``sandbox-runtime reap`` removes the sandboxes of dead owners sooner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from sandbox_runtime import _archive
+from sandbox_runtime._process import run_process
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    PathEscapeError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxIsADirectoryError,
+    SandboxStartError,
+)
+from sandbox_runtime.ownership import make_labels, why_reapable
+from sandbox_runtime.results import ExecResult
+
+__all__ = ["LocalBackend", "LocalOptions"]
+
+logger = logging.getLogger("sandbox_runtime.local")
+
+_MARKER_VAR = "SANDBOX_RUNTIME_ID"
+_META = "meta.json"
+# Runs detached; after the lifetime it kills every process carrying the sandbox's marker
+# and removes the sandbox directory.  $1 seconds, $2 marker, $3 directory.
+_WATCHDOG = (
+    'sleep "$1"; for e in /proc/[0-9]*/environ; do '
+    'grep -qszxF "$2" "$e" && p=${e#/proc/} && kill -9 "${p%/environ}" 2>/dev/null; done; '
+    'rm -rf -- "$3"'
+)
+
+
+class LocalOptions(BackendOptions):
+    """Options of the ``local`` backend."""
+
+    base_dir: Path | None = None
+    """Where sandbox directories are created; default ``$TMPDIR/sandbox-runtime-<uid>``."""
+    isolation: Literal["none", "namespace"] = "none"
+    """``none``: plain host processes; ``namespace``: bubblewrap namespaces (see module doc)."""
+    network: bool = True
+    """Allow network access; ``False`` needs ``isolation="namespace"``."""
+    inherit_env: bool = True
+    """Start commands from the host's environment (then the sandbox's ``env`` on top)."""
+    bwrap_path: str = Field(default="bwrap")
+    """The bubblewrap binary used by ``isolation="namespace"``."""
+
+
+def _default_base_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"sandbox-runtime-{os.getuid()}"
+
+
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def _kill_marked(marker: str) -> None:
+    """SIGKILL every process whose initial environment carries ``marker`` (NAME=value)."""
+    needle = marker.encode() + b"\0"
+    own = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == own:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+
+
+def _remove_tree(path: Path) -> None:
+    def make_writable_and_retry(function: object, failed: str, _excinfo: object) -> None:
+        parent = os.path.dirname(failed)
+        with contextlib.suppress(OSError):
+            os.chmod(parent, 0o700)
+            os.chmod(failed, 0o700)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                shutil.rmtree(failed, ignore_errors=True)
+            else:
+                os.unlink(failed)
+
+    if path.exists():
+        shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+class _Bubblewrap:
+    """Builds bubblewrap command lines and remembers whether bubblewrap works here."""
+
+    _probe_lock = threading.Lock()
+    _probed: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def problem(cls, binary: str) -> str:
+        """Empty if ``binary`` can create namespaces here, else why not."""
+        with cls._probe_lock:
+            if binary not in cls._probed:
+                cls._probed[binary] = cls._probe(binary)
+            return cls._probed[binary]
+
+    @staticmethod
+    def _probe(binary: str) -> str:
+        path = shutil.which(binary)
+        if path is None:
+            return f"{binary!r} not found (install bubblewrap, e.g. apt-get install bubblewrap)"
+        try:
+            probe = subprocess.run(
+                [path, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap failed to run: {exc}"
+        if probe.returncode != 0:
+            reason = probe.stderr.decode(errors="replace").strip()
+            return f"bubblewrap cannot create namespaces here: {reason}"
+        return ""
+
+    @staticmethod
+    def argv(binary: str, root: Path, cwd: str, network: bool) -> list[str]:
+        own = {entry.name for entry in os.scandir(root)}
+        args = [binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        if not network:
+            args.append("--unshare-net")
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+            if entry.name in own or entry.name in ("proc", "dev", "tmp"):
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), entry.path]
+            else:
+                args += ["--ro-bind", entry.path, entry.path]
+        for name in sorted(own):
+            args += ["--bind", str(root / name), f"/{name}"]
+        args += ["--chdir", cwd, "--"]
+        return args
+
+
+class LocalBackend(Backend):
+    """Sandboxes as host directories and processes; see the module docstring."""
+
+    name = "local"
+    options_model = LocalOptions
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        super().__init__(config, options)
+        assert isinstance(options, LocalOptions)
+        self._opts = options
+        self._id = f"local-{uuid.uuid4().hex[:16]}"
+        self._base = options.base_dir or _default_base_dir()
+        self._home = self._base / f"sbx-{self._id.removeprefix('local-')}"
+        self._root = self._home / "root"
+        self._real_root = ""
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+        self._shell = shutil.which("bash") or "/bin/sh"
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        """Always usable; ``namespace`` isolation additionally needs working bubblewrap."""
+        if isinstance(options, LocalOptions) and options.isolation == "namespace":
+            problem = _Bubblewrap.problem(options.bwrap_path)
+            if problem:
+                return Availability(False, problem)
+        return Availability(True)
+
+    @property
+    def sandbox_id(self) -> str:
+        """``local-`` followed by 16 hex digits."""
+        return self._id
+
+    @property
+    def root(self) -> Path:
+        """The host directory standing for the sandbox's ``/``."""
+        return self._root
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the sandbox directory, copy the template, and arm the lifetime watchdog."""
+        if not self._opts.network and self._opts.isolation != "namespace":
+            raise ConfigError("local backend: network=False needs isolation='namespace'")
+        if self._opts.isolation == "namespace":
+            problem = _Bubblewrap.problem(self._opts.bwrap_path)
+            if problem:
+                raise BackendUnavailableError(f"local backend, namespace isolation: {problem}")
+        template = self._template()
+        try:
+            self._base.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._home.mkdir(mode=0o700)
+            if template is not None:
+                shutil.copytree(template, self._root, symlinks=True)
+            else:
+                self._root.mkdir()
+            self._real_root = os.path.realpath(self._root)
+            tmp = self._root / "tmp"
+            tmp.mkdir(exist_ok=True)
+            tmp.chmod(0o1777)
+            workdir = Path(self._host_path(self.config.workdir))
+            workdir.mkdir(parents=True, exist_ok=True)
+            labels = make_labels(
+                lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
+            )
+            meta = {"id": self._id, "labels": labels}
+            (self._home / _META).write_text(json.dumps(meta), encoding="utf-8")
+            self._watchdog = subprocess.Popen(
+                [
+                    "/bin/sh",
+                    "-c",
+                    _WATCHDOG,
+                    "watchdog",
+                    str(int(self.config.lifetime + 0.999)),
+                    self._marker,
+                    str(self._home),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            )
+        except (OSError, shutil.Error) as exc:
+            _remove_tree(self._home)
+            raise SandboxStartError(f"cannot create local sandbox in {self._home}: {exc}") from exc
+
+    def _template(self) -> Path | None:
+        if self.config.image is None:
+            return None
+        template = Path(self.config.image)
+        if not template.is_dir():
+            raise SandboxStartError(
+                f"local backend: image must be a host directory to copy as the sandbox's "
+                f"root, got {self.config.image!r} (container images need the docker backend)"
+            )
+        return template
+
+    @property
+    def _marker(self) -> str:
+        return f"{_MARKER_VAR}={self._id}"
+
+    def stop(self) -> None:
+        """Kill the sandbox's processes and remove its directory; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._watchdog is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._watchdog.pid, signal.SIGKILL)
+            self._watchdog.wait()
+        _kill_marked(self._marker)
+        _remove_tree(self._home)
+
+    def is_alive(self) -> bool:
+        """True until stopped, reaped, or expired (the directory is gone)."""
+        return not self._stopped and self._root.is_dir()
+
+    def _alive_or_raise(self) -> None:
+        if not self.is_alive():
+            raise SandboxGoneError(f"local sandbox {self._id} is gone")
+
+    # -- paths ---------------------------------------------------------------------------
+
+    def _host_path(self, sandbox_path: str) -> str:
+        """Map an absolute sandbox path into the root; refuse anything that leaves it.
+
+        The parent is resolved through symlinks (a link to ``/etc`` inside the sandbox must
+        not let a write reach the host's ``/etc``); the last component is left as is, so
+        callers decide whether to follow it.
+        """
+        parts = [part for part in sandbox_path.split("/") if part not in ("", ".")]
+        if ".." in parts:
+            raise PathEscapeError(f"path leaves the sandbox: {sandbox_path!r}")
+        root = self._real_root or os.path.realpath(self._root)
+        if not parts:
+            return root
+        parent = os.path.realpath(os.path.join(root, *parts[:-1]))
+        if not _inside(root, parent):
+            raise PathEscapeError(f"path leaves the sandbox through a symlink: {sandbox_path!r}")
+        return os.path.join(parent, parts[-1])
+
+    def _resolved(self, sandbox_path: str) -> str:
+        """Like :meth:`_host_path`, following a final symlink too (for reads)."""
+        host = self._host_path(sandbox_path)
+        real = os.path.realpath(host)
+        if not _inside(self._real_root, real):
+            raise PathEscapeError(f"path leaves the sandbox through a symlink: {sandbox_path!r}")
+        return real
+
+    # -- commands ------------------------------------------------------------------------
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command as a host process group (under bubblewrap when isolated)."""
+        self._alive_or_raise()
+        cwd_host = self._resolved(request.cwd)
+        if not os.path.isdir(cwd_host):
+            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
+        command = (
+            [self._shell, "-c", request.command]
+            if isinstance(request.command, str)
+            else list(request.command)
+        )
+        env = dict(os.environ) if self._opts.inherit_env else {"PATH": os.defpath}
+        if self._opts.isolation == "namespace":
+            argv = _Bubblewrap.argv(
+                self._opts.bwrap_path, self._root, request.cwd, self._opts.network
+            )
+            if not isinstance(request.command, str):
+                # bwrap reports a missing program as its own exit 1; sh reports 127 like a shell.
+                command = ["/bin/sh", "-c", 'exec "$@"', "sh", *command]
+            argv += command
+            env["TMPDIR"] = "/tmp"
+            cwd_for_popen = "/"
+        else:
+            argv = command
+            env["TMPDIR"] = os.path.join(self._real_root, "tmp")
+            env["SANDBOX_RUNTIME_ROOT"] = self._real_root
+            cwd_for_popen = cwd_host
+        env.update(request.env)
+        env[_MARKER_VAR] = self._id
+        try:
+            return run_process(
+                argv,
+                cwd=cwd_for_popen,
+                env=env,
+                timeout=request.timeout,
+                stdin=request.stdin,
+                max_output_bytes=request.max_output_bytes,
+                display=request.display,
+            )
+        except FileNotFoundError as exc:
+            # An argument vector naming a missing program: report it as a shell would.
+            message = f"{exc.filename or argv[0]}: command not found\n".encode()
+            return ExecResult(command=request.display, exit_code=127, stderr_bytes=message)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract into the root; members escaping it are refused (see ``_archive.extract``)."""
+        self._alive_or_raise()
+        _archive.extract(data, Path(self._real_root))
+
+    def get_archive(self, path: str) -> bytes:
+        """A tar of ``path`` whose top member is its basename; symlinks inside stay links."""
+        self._alive_or_raise()
+        host = self._resolved(path)
+        if not os.path.lexists(host):
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            archive.add(host, arcname=os.path.basename(host.rstrip("/")) or "root")
+        return buffer.getvalue()
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write directly on the host (no tar round trip), replacing a symlink at the path."""
+        self._alive_or_raise()
+        host = self._host_path(path)
+        if os.path.isdir(host) and not os.path.islink(host):
+            raise SandboxIsADirectoryError(f"is a directory: {path}")
+        os.makedirs(os.path.dirname(host), exist_ok=True)
+        if os.path.islink(host):
+            os.unlink(host)
+        descriptor = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.chmod(host, mode & 0o7777)
+
+    def read_file(self, path: str) -> bytes:
+        """Read directly on the host, following symlinks only while they stay in the root."""
+        self._alive_or_raise()
+        host = self._resolved(path)
+        try:
+            with open(host, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError as exc:
+            raise SandboxFileNotFoundError(f"no such file in the sandbox: {path}") from exc
+        except IsADirectoryError as exc:
+            raise SandboxIsADirectoryError(f"is a directory: {path}") from exc
+
+    def exists(self, path: str) -> bool:
+        """Checked on the host, without a process."""
+        self._alive_or_raise()
+        return os.path.lexists(self._host_path(path))
+
+    # -- reaping -------------------------------------------------------------------------
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Remove sandbox directories (and their processes) that expired or lost their owner."""
+        base = (
+            options.base_dir
+            if isinstance(options, LocalOptions) and options.base_dir
+            else _default_base_dir()
+        )
+        reaped: list[ReapedSandbox] = []
+        if not base.is_dir():
+            return reaped
+        for home in sorted(base.glob("sbx-*")):
+            try:
+                meta = json.loads((home / _META).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            reason = why_reapable(meta.get("labels", {}))
+            if reason is None:
+                continue
+            sandbox_id = str(meta.get("id", home.name))
+            reaped.append(ReapedSandbox(cls.name, sandbox_id, reason))
+            if not dry_run:
+                _kill_marked(f"{_MARKER_VAR}={sandbox_id}")
+                _remove_tree(home)
+                logger.info("reaped local sandbox %s (%s)", sandbox_id, reason)
+        return reaped

@@ -1,0 +1,147 @@
+"""Configuration models.
+
+``SandboxConfig`` holds what every backend understands; what only one backend understands
+goes in ``options`` and is validated by that backend's own :class:`BackendOptions` model when
+the sandbox is opened, so a typo in a backend option fails as loudly as one in a common field.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+__all__ = ["BackendOptions", "Resources", "SandboxConfig", "parse_duration", "parse_memory"]
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "ki": 1024,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mi": 1024**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gi": 1024**3,
+    "gib": 1024**3,
+}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(value: Any) -> Any:
+    """Turn ``"90s"``, ``"30m"``, ``"2h"`` or a number into seconds; leave other input to pydantic.
+
+    Docker-style lower-case ``m`` means minutes here, as in every duration flag users know.
+    """
+    if isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if not match:
+            raise ValueError(f"invalid duration {value!r}: use seconds or a number with ms/s/m/h/d")
+        number, unit = match.groups()
+        return float(number) * _DURATION_UNITS[unit or "s"]
+    return value
+
+
+def parse_memory(value: Any) -> Any:
+    """Turn ``"512m"``, ``"2g"``, ``"1Gi"`` or a byte count into bytes.
+
+    Docker reads ``m``/``g`` as binary units (``512m`` is 512 MiB) and Kubernetes reads
+    ``M``/``G`` as decimal and ``Mi``/``Gi`` as binary; we follow Docker for the single
+    letters, since that is what users of ``docker run -m`` type.
+    """
+    if isinstance(value, str):
+        match = _MEMORY_RE.match(value)
+        if not match:
+            raise ValueError(f"invalid memory size {value!r}: use bytes or e.g. 512m, 2g, 1Gi")
+        number, unit = match.groups()
+        unit = unit.lower()
+        if unit in ("k", "m", "g"):
+            unit += "i"
+        if unit not in _MEMORY_UNITS:
+            raise ValueError(f"unknown memory unit {match.group(2)!r} in {value!r}")
+        return int(float(number) * _MEMORY_UNITS[unit])
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Bytes = Annotated[int, BeforeValidator(parse_memory), Field(gt=0)]
+
+
+class Resources(BaseModel):
+    """Resource limits; a backend applies those it can and documents the rest."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpus: float | None = Field(default=None, gt=0)
+    """CPU cores the sandbox may use (fractions allowed)."""
+    memory: Bytes | None = None
+    """Memory limit in bytes; strings such as ``"512m"`` or ``"2Gi"`` are accepted."""
+    pids: int | None = Field(default=None, gt=0)
+    """Maximum number of processes, a guard against fork bombs."""
+
+
+class BackendOptions(BaseModel):
+    """Base class of the per-backend option models.
+
+    Subclasses list their fields with docstrings; unknown fields are refused so that a
+    misspelled option is an error rather than a silent default.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _is_absolute_posix(path: str) -> str:
+    if not path.startswith("/"):
+        raise ValueError(f"must be an absolute POSIX path, got {path!r}")
+    return posixpath.normpath(path)
+
+
+class SandboxConfig(BaseModel):
+    """Everything needed to open one sandbox, whatever backend runs it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = "local"
+    """Backend name from the ``sandbox_runtime.backends`` entry points, or ``module:Class``."""
+    image: str | None = None
+    """Container image (docker, kubernetes, ags); for ``local``, an optional template directory."""
+    workdir: str = "/workspace"
+    """Working directory of commands and base of relative paths; created at start."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment of every command; per-call ``env`` is merged on top."""
+    resources: Resources = Field(default_factory=Resources)
+    start_timeout: Seconds = 120.0
+    """Seconds to wait for the sandbox to become ready."""
+    exec_timeout: Seconds | None = 600.0
+    """Default per-command timeout in seconds; ``None`` means no limit."""
+    lifetime: Seconds = 3600.0
+    """Seconds after which the sandbox ends itself even if this client dies (its TTL)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels or tags on the sandbox, for your own bookkeeping."""
+    max_output_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    """Per-stream output cap; beyond it the head and tail are kept around a marker."""
+    run_id: str | None = None
+    """Groups the sandboxes of one run (a label); defaults to one id per client process."""
+    options: dict[str, Any] | BackendOptions = Field(default_factory=dict)
+    """Backend-specific options, validated by the backend's own options model."""
+
+    @field_validator("workdir")
+    @classmethod
+    def _check_workdir(cls, value: str) -> str:
+        return _is_absolute_posix(value)
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key or "=" in key or "\0" in key:
+                raise ValueError(f"invalid environment variable name {key!r}")
+        return value

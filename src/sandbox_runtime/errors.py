@@ -1,0 +1,116 @@
+"""The exceptions sandbox-runtime raises.
+
+Every error derives from :class:`SandboxError`, and most also derive from the builtin
+that a caller would naturally catch (``TimeoutError``, ``FileNotFoundError``, ...), so code
+that knows nothing of this library still handles them sensibly::
+
+    SandboxError
+    ├── ConfigError (ValueError)                 bad input that pydantic cannot see
+    ├── BackendNotFoundError (LookupError)       no backend of that name is installed
+    ├── BackendUnavailableError                  installed, but cannot run here (no daemon)
+    ├── SandboxStartError                        the sandbox did not come up
+    ├── SandboxGoneError                         the sandbox died, expired or was removed
+    │   └── SandboxClosedError                   ... because this client closed it
+    ├── SandboxTimeoutError (TimeoutError)       start or a checked command ran past its time
+    ├── CommandFailedError                       a checked command exited non-zero
+    ├── SandboxFileNotFoundError (FileNotFoundError)
+    ├── SandboxIsADirectoryError (IsADirectoryError)
+    ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
+    └── BackendError                             the backend failed in a way we did not map
+
+A command's non-zero exit code is data (:class:`~sandbox_runtime.ExecResult`), not an
+exception, unless the caller asks for ``check=True``.  Backends translate their SDK's
+exceptions into this tree at their boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox_runtime.results import ExecResult
+
+__all__ = [
+    "BackendError",
+    "BackendNotFoundError",
+    "BackendUnavailableError",
+    "CommandFailedError",
+    "ConfigError",
+    "PathEscapeError",
+    "SandboxClosedError",
+    "SandboxError",
+    "SandboxFileNotFoundError",
+    "SandboxGoneError",
+    "SandboxIsADirectoryError",
+    "SandboxStartError",
+    "SandboxTimeoutError",
+]
+
+
+class SandboxError(Exception):
+    """Base class of every error raised by sandbox-runtime."""
+
+
+class ConfigError(SandboxError, ValueError):
+    """A configuration or argument is invalid in a way the pydantic models cannot express."""
+
+
+class BackendNotFoundError(SandboxError, LookupError):
+    """No backend of the requested name is installed.
+
+    The message lists the installed backends and, for a known backend that is missing,
+    the extra that provides it.
+    """
+
+
+class BackendUnavailableError(SandboxError):
+    """The backend is installed but cannot run here: its daemon is down, an extra is missing."""
+
+
+class SandboxStartError(SandboxError):
+    """The sandbox could not be created or did not become ready."""
+
+
+class SandboxGoneError(SandboxError):
+    """The sandbox no longer exists: it died, reached its lifetime, or was removed."""
+
+
+class SandboxClosedError(SandboxGoneError):
+    """The sandbox was closed by this client and cannot be used any more."""
+
+
+class SandboxTimeoutError(SandboxError, TimeoutError):
+    """An operation ran past its time limit.
+
+    For a command run with ``check=True`` the partial result is in :attr:`result`.
+    """
+
+    def __init__(self, message: str, result: ExecResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class CommandFailedError(SandboxError):
+    """A command run with ``check=True`` exited with a non-zero code; see :attr:`result`."""
+
+    def __init__(self, result: ExecResult) -> None:
+        tail = (result.stderr or result.stdout).strip()[-2000:]
+        message = f"command exited with code {result.exit_code}: {result.command}"
+        super().__init__(f"{message}\n{tail}" if tail else message)
+        self.result = result
+
+
+class SandboxFileNotFoundError(SandboxError, FileNotFoundError):
+    """A path does not exist inside the sandbox."""
+
+
+class SandboxIsADirectoryError(SandboxError, IsADirectoryError):
+    """A file operation was given a directory."""
+
+
+class PathEscapeError(SandboxError, PermissionError):
+    """A path resolves outside the sandbox root (``..`` components or an escaping symlink)."""
+
+
+class BackendError(SandboxError):
+    """The backend failed in a way that has no more specific error here; the cause is chained."""

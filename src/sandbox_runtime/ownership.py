@@ -1,0 +1,135 @@
+"""Who owns a sandbox, and when may it be removed.
+
+Every sandbox a backend creates carries labels that name its owner process (host, boot,
+pid and the pid's start time, so a reused pid is not mistaken for the owner), its run and
+its expiry.  A reaper removes a sandbox only when those labels say it is expired or that its
+owner is dead; sandboxes without the ``managed`` label are never touched, which is how we
+avoid removing other people's containers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+__all__ = [
+    "LABEL_PREFIX",
+    "OwnerLabels",
+    "current_owner",
+    "default_run_id",
+    "make_labels",
+    "why_reapable",
+]
+
+#: Prefix of every label this library sets (Docker style; Kubernetes backends map it to a
+#: DNS-prefixed key).
+LABEL_PREFIX = "sandbox-runtime"
+
+MANAGED = f"{LABEL_PREFIX}.managed"
+OWNER_HOST = f"{LABEL_PREFIX}.owner-host"
+OWNER_PID = f"{LABEL_PREFIX}.owner-pid"
+OWNER_START = f"{LABEL_PREFIX}.owner-start"
+RUN_ID = f"{LABEL_PREFIX}.run-id"
+CREATED_AT = f"{LABEL_PREFIX}.created-at"
+EXPIRES_AT = f"{LABEL_PREFIX}.expires-at"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerLabels:
+    """The identity of a client process, as stored on its sandboxes."""
+
+    host: str
+    pid: int
+    start: str
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` in clock ticks since boot, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses; fields after it are
+    # space separated, and the start time is field 22.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _start_token(pid: int) -> str | None:
+    ticks = _process_start(pid)
+    return None if ticks is None else f"{_boot_id()}.{ticks}"
+
+
+@cache
+def default_run_id() -> str:
+    """One id per client process, grouping the sandboxes it opens unless told otherwise."""
+    return uuid.uuid4().hex[:12]
+
+
+def current_owner() -> OwnerLabels:
+    """The owner identity of the calling process (recomputed, so forked children differ)."""
+    pid = os.getpid()
+    return OwnerLabels(host=socket.gethostname(), pid=pid, start=_start_token(pid) or "unknown")
+
+
+def make_labels(*, lifetime: float, run_id: str | None, extra: Mapping[str, str]) -> dict[str, str]:
+    """The labels a backend puts on a new sandbox; ``extra`` (the user's) cannot override ours."""
+    owner = current_owner()
+    now = int(time.time())
+    labels = dict(extra)
+    labels.update(
+        {
+            MANAGED: "true",
+            OWNER_HOST: owner.host,
+            OWNER_PID: str(owner.pid),
+            OWNER_START: owner.start,
+            RUN_ID: run_id or default_run_id(),
+            CREATED_AT: str(now),
+            EXPIRES_AT: str(now + int(lifetime + 0.999)),
+        }
+    )
+    return labels
+
+
+def why_reapable(labels: Mapping[str, str], *, now: float | None = None) -> str | None:
+    """The reason a sandbox with these labels may be removed, or None if it must stay.
+
+    Expired sandboxes may always go.  An owner is judged dead only on its own host: a
+    sandbox owned by a process on another machine stays until it expires.
+    """
+    if labels.get(MANAGED) != "true":
+        return None
+    now = time.time() if now is None else now
+    try:
+        expires_at = float(labels.get(EXPIRES_AT, "inf"))
+    except ValueError:
+        expires_at = float("inf")
+    if expires_at <= now:
+        return "expired"
+    if labels.get(OWNER_HOST) != socket.gethostname():
+        return None
+    try:
+        pid = int(labels.get(OWNER_PID, ""))
+    except ValueError:
+        return None
+    recorded = labels.get(OWNER_START, "unknown")
+    actual = _start_token(pid)
+    if actual is None:
+        return f"owner process {pid} is gone"
+    if recorded != "unknown" and actual != recorded:
+        return f"owner process {pid} is gone (pid reused)"
+    return None

@@ -1,0 +1,83 @@
+"""Retry policy for operations that are safe to repeat.
+
+Only idempotent calls are retried (connection errors, 5xx on create-with-a-name and on
+remove, rate limits), never a command: running ``pip install`` twice because a response was
+lost is not what anyone asked for.  Backoff is jittered so that many rollouts hitting the
+same daemon or cloud API do not retry in lockstep, and bounded in attempts and in time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+__all__ = ["RetryPolicy", "call_with_retries"]
+
+T = TypeVar("T")
+logger = logging.getLogger("sandbox_runtime.retry")
+
+
+class RetryPolicy:
+    """Attempts, total time and backoff for one kind of operation."""
+
+    __slots__ = ("attempts", "initial_wait", "max_delay", "max_wait")
+
+    def __init__(
+        self,
+        attempts: int = 5,
+        max_delay: float = 60.0,
+        initial_wait: float = 0.2,
+        max_wait: float = 5.0,
+    ) -> None:
+        self.attempts = attempts
+        self.max_delay = max_delay
+        self.initial_wait = initial_wait
+        self.max_wait = max_wait
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+def call_with_retries(
+    operation: Callable[[], T],
+    is_retryable: Callable[[BaseException], bool],
+    *,
+    description: str,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> T:
+    """Call ``operation``; on a retryable error, wait with full jitter and try again.
+
+    The last error is re-raised unchanged once the attempts or the time run out, so callers
+    translate it exactly as they would a first failure.
+    """
+
+    def log_retry(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            "%s failed (attempt %d, %s: %s); retrying in %.2fs",
+            description,
+            state.attempt_number,
+            type(error).__name__,
+            error,
+            wait,
+        )
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_delay),
+        wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+        retry=retry_if_exception(is_retryable),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    return retrying(operation)

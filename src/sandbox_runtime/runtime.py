@@ -1,0 +1,432 @@
+"""``SandboxRuntime``: the one interface users hold, written once above every backend."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import posixpath
+import shlex
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
+
+from sandbox_runtime import _archive
+from sandbox_runtime.backend import Backend, ExecRequest
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import (
+    ConfigError,
+    PathEscapeError,
+    SandboxClosedError,
+    SandboxError,
+    SandboxFileNotFoundError,
+)
+from sandbox_runtime.registry import load_backend
+from sandbox_runtime.results import ExecResult, PatchResult
+
+__all__ = ["SandboxRuntime"]
+
+logger = logging.getLogger("sandbox_runtime")
+
+_DEFAULT: Any = object()
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    STARTED = "started"
+    CLOSED = "closed"
+
+
+def _validate_options(config: SandboxConfig, backend_cls: type[Backend]) -> BackendOptions:
+    """Validate ``config.options`` with the backend's model; errors read ``options.<field>``."""
+    model = backend_cls.options_model
+    raw = config.options
+    if isinstance(raw, BackendOptions):
+        if not isinstance(raw, model):
+            raise ConfigError(
+                f"options for the {backend_cls.name!r} backend must be {model.__name__}, "
+                f"not {type(raw).__name__}"
+            )
+        return raw
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        details = [
+            InitErrorDetails(
+                type=error["type"],
+                loc=("options", *error["loc"]),
+                input=error["input"],
+                ctx=error.get("ctx", {}),
+            )
+            for error in exc.errors()
+        ]
+        raise ValidationError.from_exception_data("SandboxConfig", details) from None
+
+
+class SandboxRuntime:
+    """One sandbox: start it, run commands, move files, patch and diff, then close it.
+
+    Open it with a :class:`SandboxConfig` or with the config's fields as keywords::
+
+        with SandboxRuntime(backend="docker", image="python:3.12", workdir="/testbed") as sb:
+            print(sb.exec("python -V").stdout)
+
+    Methods are safe to call from several threads at once; ``start`` and ``close`` are
+    serialised, and ``close`` is idempotent.  Nothing is cleaned up in ``__del__``: use the
+    context manager or call :meth:`close`, and run ``sandbox-runtime reap`` for what a killed
+    client left behind.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None, /, **fields: Any) -> None:
+        if config is None:
+            config = SandboxConfig(**fields)
+        elif fields:
+            config = SandboxConfig.model_validate({**config.model_dump(), **fields})
+        self._config = config
+        backend_cls = load_backend(config.backend)
+        self._backend: Backend = backend_cls(config, _validate_options(config, backend_cls))
+        self._state = _State.NEW
+        self._lifecycle = threading.Lock()
+        self._base_commits: dict[str, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def config(self) -> SandboxConfig:
+        """The validated configuration this sandbox was opened with."""
+        return self._config
+
+    @property
+    def backend(self) -> Backend:
+        """The backend instance, for backend-specific calls the common interface lacks."""
+        return self._backend
+
+    @property
+    def id(self) -> str:
+        """The backend's identifier of this sandbox (container id, instance id, directory)."""
+        return self._backend.sandbox_id
+
+    @property
+    def workdir(self) -> str:
+        """The working directory of commands, and the base of relative paths."""
+        return self._config.workdir
+
+    def start(self) -> SandboxRuntime:
+        """Create the sandbox; returns ``self``, so ``SandboxRuntime(...).start()`` reads well."""
+        with self._lifecycle:
+            if self._state is _State.STARTED:
+                return self
+            if self._state is _State.CLOSED:
+                raise SandboxClosedError("this sandbox was closed; open a new one")
+            began = time.monotonic()
+            self._backend.start()
+            self._state = _State.STARTED
+        logger.debug(
+            "started %s sandbox %s in %.3fs",
+            self._config.backend,
+            self.id,
+            time.monotonic() - began,
+        )
+        return self
+
+    def close(self) -> None:
+        """Stop and remove the sandbox; safe to call more than once."""
+        with self._lifecycle:
+            if self._state is _State.CLOSED:
+                return
+            was_started = self._state is _State.STARTED
+            self._state = _State.CLOSED
+            if was_started:
+                self._backend.stop()
+        logger.debug("closed %s sandbox", self._config.backend)
+
+    def __enter__(self) -> SandboxRuntime:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def is_alive(self) -> bool:
+        """True while the sandbox is started, not closed, and its backend says it exists."""
+        return self._state is _State.STARTED and self._backend.is_alive()
+
+    def _ready(self) -> Backend:
+        if self._state is _State.STARTED:
+            return self._backend
+        if self._state is _State.CLOSED:
+            raise SandboxClosedError("this sandbox was closed")
+        raise SandboxError("the sandbox is not started: call start() or use it in a with block")
+
+    def __repr__(self) -> str:
+        return (
+            f"SandboxRuntime(backend={self._config.backend!r}, image={self._config.image!r}, "
+            f"state={self._state.value!r})"
+        )
+
+    # -- commands ----------------------------------------------------------------------
+
+    def resolve(self, path: str | os.PathLike[str]) -> str:
+        """The absolute sandbox path for ``path``; relative paths start at the workdir.
+
+        A path whose ``..`` components would climb above ``/`` is refused on every backend:
+        POSIX would quietly clamp it, but it is always a mistake or an escape attempt.
+        """
+        text = os.fspath(path)
+        if not text or "\0" in text:
+            raise ConfigError(f"invalid sandbox path {text!r}")
+        joined = posixpath.join(self._config.workdir, text)
+        depth = 0
+        for part in joined.split("/"):
+            if part == "..":
+                depth -= 1
+                if depth < 0:
+                    raise PathEscapeError(f"path climbs above the sandbox root: {text!r}")
+            elif part not in ("", "."):
+                depth += 1
+        return posixpath.normpath(joined)
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = _DEFAULT,
+        stdin: bytes | str | None = None,
+        check: bool = False,
+        max_output_bytes: int | None = None,
+    ) -> ExecResult:
+        """Run a command and return its result; a non-zero exit is data unless ``check=True``.
+
+        ``command`` is shell text (run by bash where the image has it, else sh) or an
+        argument vector run without a shell.  ``timeout`` defaults to the config's
+        ``exec_timeout`` (``None`` for no limit); when it fires, the command's whole process
+        group is killed and the output so far is returned with ``timed_out=True``.
+        """
+        backend = self._ready()
+        if isinstance(command, str):
+            if not command.strip():
+                raise ConfigError("empty command")
+            normalized: str | tuple[str, ...] = command
+        else:
+            normalized = tuple(command)
+            if not normalized:
+                raise ConfigError("empty argument vector")
+        merged_env = dict(self._config.env)
+        if env:
+            for key in env:
+                if not key or "=" in key or "\0" in key:
+                    raise ConfigError(f"invalid environment variable name {key!r}")
+            merged_env.update(env)
+        if timeout is _DEFAULT:
+            timeout = self._config.exec_timeout
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout must be positive, got {timeout}")
+        request = ExecRequest(
+            command=normalized,
+            cwd=self.resolve(cwd) if cwd is not None else self._config.workdir,
+            env=merged_env,
+            timeout=timeout,
+            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+            max_output_bytes=max_output_bytes or self._config.max_output_bytes,
+        )
+        result = backend.exec(request)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "exec %r -> %s in %.3fs%s",
+                request.display[:200],
+                result.exit_code,
+                result.duration,
+                " (timed out)" if result.timed_out else "",
+            )
+        return result.check() if check else result
+
+    def run_tests(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = _DEFAULT,
+        cwd: str | None = None,
+    ) -> ExecResult:
+        """Run a test command; the result is data for a log parser (see ``sandbox_runtime.swe``)."""
+        return self.exec(command, timeout=timeout, cwd=cwd)
+
+    # -- files -------------------------------------------------------------------------
+
+    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
+        """The content of a file in the sandbox."""
+        return self._ready().read_file(self.resolve(path))
+
+    def read_text(
+        self, path: str | os.PathLike[str], *, encoding: str = "utf-8", errors: str = "strict"
+    ) -> str:
+        """A file in the sandbox as text."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
+        """Create or replace a file, creating missing parent directories."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ConfigError(f"write_bytes needs bytes, got {type(data).__name__}")
+        self._ready().write_file(self.resolve(path), bytes(data), mode)
+
+    def write_text(
+        self,
+        path: str | os.PathLike[str],
+        text: str,
+        *,
+        encoding: str = "utf-8",
+        mode: int = 0o644,
+    ) -> None:
+        """Create or replace a text file, creating missing parent directories."""
+        if not isinstance(text, str):
+            raise ConfigError(f"write_text needs str, got {type(text).__name__}")
+        self.write_bytes(path, text.encode(encoding), mode=mode)
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        """True if the path exists in the sandbox (a broken symlink counts)."""
+        return self._ready().exists(self.resolve(path))
+
+    def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
+        """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files)."""
+        source = Path(local_path)
+        target = self.resolve(sandbox_path)
+        if source.is_dir():
+            self._ready().put_archive(_archive.directory(source, target))
+        elif source.is_file():
+            self.write_bytes(target, source.read_bytes(), mode=source.stat().st_mode & 0o7777)
+        else:
+            raise FileNotFoundError(f"no such file or directory on the host: {source}")
+
+    def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
+        """Copy a sandbox file or directory to ``local_path`` on the host."""
+        source = self.resolve(sandbox_path)
+        destination = Path(local_path)
+        data = self._ready().get_archive(source)
+        top = posixpath.basename(source.rstrip("/")) or "."
+        import io
+
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+            first = archive.next()
+        if first is None:
+            raise SandboxFileNotFoundError(f"nothing to download at {source}")
+        if first.isdir():
+            _archive.extract(data, destination, strip_top=top)
+            return
+        content = _archive.first_file(data) or b""
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(content)
+        os.chmod(destination, first.mode & 0o777)
+
+    # -- repositories ------------------------------------------------------------------
+
+    def _git(self, args: str, cwd: str | None, timeout: float | None = _DEFAULT) -> ExecResult:
+        # safe.directory: the repository is often owned by another uid than the exec user.
+        return self.exec(f"git -c safe.directory='*' {args}", cwd=cwd, timeout=timeout)
+
+    def base_commit(self, *, cwd: str | None = None) -> str:
+        """The commit the repository at ``cwd`` had when first asked; diffs and resets use it.
+
+        Call it right after start (the SWE layer does) if an agent may commit later.
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        cached = self._base_commits.get(directory)
+        if cached is None:
+            result = self._git("rev-parse HEAD", directory)
+            if result.exit_code != 0:
+                raise SandboxError(f"no git commit at {directory}: {result.output.strip()}")
+            cached = result.stdout.strip()
+            self._base_commits[directory] = cached
+        return cached
+
+    def apply_patch(self, patch: str, *, cwd: str | None = None) -> PatchResult:
+        """Apply a unified diff in ``cwd`` (default: the workdir) and say whether it applied.
+
+        ``git apply`` is tried first, then ``patch --fuzz`` (as the SWE-bench harness does);
+        a patch that applies neither way changes nothing and its ``message`` says why.
+        """
+        if not patch.strip():
+            return PatchResult(applied=False, message="empty patch")
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        data = (patch if patch.endswith("\n") else patch + "\n").encode()
+        files = _patched_files(patch)
+        # The patch travels on stdin, so no temporary file has to be shared between the file
+        # API and the command (on local without namespaces those see different paths).
+        attempts = [
+            "git -c safe.directory='*' apply --whitespace=nowarn -",
+            "git -c safe.directory='*' apply --whitespace=nowarn --recount -",
+            "patch --batch --fuzz=5 -p1 --forward --dry-run",
+        ]
+        messages = []
+        for attempt in attempts:
+            result = self.exec(attempt, cwd=directory, stdin=data)
+            if result.exit_code == 0 and attempt.startswith("patch"):
+                result = self.exec(
+                    "patch --batch --fuzz=5 -p1 --forward", cwd=directory, stdin=data
+                )
+            if result.exit_code == 0:
+                return PatchResult(applied=True, message=result.output.strip(), files=files)
+            messages.append(result.output.strip())
+        return PatchResult(applied=False, message=messages[0] or messages[-1], files=files)
+
+    def diff(self, *, base: str | None = None, cwd: str | None = None) -> str:
+        """The changes in the working tree against ``base`` (default: :meth:`base_commit`).
+
+        New untracked files are included and binary changes are kept, so the diff can be
+        applied to a fresh checkout.  The repository's index is left untouched.
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        base = base or self.base_commit(cwd=directory)
+        index = f"/tmp/sandbox-runtime-{uuid.uuid4().hex}.index"
+        quoted_index = shlex.quote(index)
+        script = (
+            f"set -e; trap 'rm -f {quoted_index}' EXIT; "
+            "g() { git -c safe.directory='*' \"$@\"; }; "
+            f'real=$(g rev-parse --git-path index); [ -f "$real" ] && cp "$real" {quoted_index}; '
+            f"export GIT_INDEX_FILE={quoted_index}; "
+            f"g add -A . >/dev/null; g diff --cached --binary {shlex.quote(base)} -- ."
+        )
+        result = self.exec(script, cwd=directory)
+        if result.exit_code != 0:
+            raise SandboxError(f"git diff failed in {directory}: {result.output.strip()}")
+        return result.stdout
+
+    def reset(self, *, base: str | None = None, cwd: str | None = None) -> None:
+        """Return the repository to ``base`` (default: :meth:`base_commit`), removing new files.
+
+        Ignored files (build outputs, installed package metadata) are kept, so the
+        environment the image prepared keeps working.
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        base = base or self.base_commit(cwd=directory)
+        command = f"reset -q --hard {shlex.quote(base)} && git -c safe.directory='*' clean -qfd"
+        result = self._git(command, directory)
+        if result.exit_code != 0:
+            raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def _patched_files(patch: str) -> tuple[str, ...]:
+    """The paths a unified diff touches, from its ``+++``/``---`` headers, in order."""
+    files: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith(("+++ ", "--- ")):
+            name = line[4:].split("\t", 1)[0].strip()
+            if name == "/dev/null":
+                continue
+            if name.startswith(("a/", "b/")):
+                name = name[2:]
+            if name not in files:
+                files.append(name)
+    return tuple(files)

@@ -1,0 +1,340 @@
+"""The shared behaviour tests, as a pytest mixin (see the package docstring for adoption).
+
+Each test states one promise of :class:`~sandbox_runtime.SandboxRuntime` that users rely on;
+a backend is done when every one of them passes against a real engine.  The suite uses
+workdir-relative paths wherever a file written through the API must be seen by a command,
+because the ``local`` backend without namespaces maps only the file API into its root; the
+tests that need absolute paths to agree are gated on ``shares_absolute_paths``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from sandbox_runtime import (
+    TIMEOUT_EXIT_CODE,
+    AsyncSandboxRuntime,
+    CommandFailedError,
+    PathEscapeError,
+    SandboxClosedError,
+    SandboxConfig,
+    SandboxFileNotFoundError,
+    SandboxIsADirectoryError,
+    SandboxRuntime,
+    SandboxTimeoutError,
+)
+
+__all__ = ["SandboxConformance"]
+
+_GIT = "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
+
+
+class SandboxConformance:
+    """Mixin of conformance tests; subclasses provide a ``sandbox_config`` fixture."""
+
+    #: False for backends whose commands see host paths (``local`` without namespaces).
+    shares_absolute_paths: ClassVar[bool] = True
+
+    @pytest.fixture
+    def sandbox(self, sandbox_config: SandboxConfig) -> Iterator[SandboxRuntime]:
+        """A started sandbox, closed after the test."""
+        with SandboxRuntime(sandbox_config) as sandbox:
+            yield sandbox
+
+    @pytest.fixture
+    def repo(self, sandbox: SandboxRuntime) -> SandboxRuntime:
+        """The sandbox with a committed git repository in its workdir."""
+        sandbox.write_text("src/app.py", "def answer():\n    return 41\n")
+        sandbox.write_text("README.md", "demo\n")
+        sandbox.exec(f"{_GIT} init -q . && {_GIT} add -A && {_GIT} commit -qm base", check=True)
+        return sandbox
+
+    # -- exec ------------------------------------------------------------------------------
+
+    def test_exec_separates_streams_and_returns_exit_code(self, sandbox: SandboxRuntime) -> None:
+        result = sandbox.exec("echo out; echo err >&2; exit 3")
+        assert result.exit_code == 3
+        assert result.stdout == "out\n"
+        assert result.stderr == "err\n"
+        assert not result.ok
+        assert not result.timed_out
+        assert result.duration >= 0
+
+    def test_exec_argument_vector_runs_without_shell(self, sandbox: SandboxRuntime) -> None:
+        result = sandbox.exec(["printf", "%s|", "a b", "$HOME", "*"])
+        assert result.stdout == "a b|$HOME|*|"
+
+    def test_exec_shell_text_uses_a_shell(self, sandbox: SandboxRuntime) -> None:
+        result = sandbox.exec("X=5; echo $((X * 2)) | tr 0 o")
+        assert result.stdout == "1o\n"
+
+    def test_missing_program_exits_127(self, sandbox: SandboxRuntime) -> None:
+        assert sandbox.exec(["no-such-program-xyz"]).exit_code == 127
+        assert sandbox.exec("no-such-program-xyz").exit_code == 127
+
+    def test_exec_runs_in_workdir_by_default(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("marker.txt", "here")
+        assert sandbox.exec("cat marker.txt").stdout == "here"
+
+    def test_exec_cwd_per_call(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("sub/dir/inner.txt", "inner")
+        assert sandbox.exec("cat inner.txt", cwd="sub/dir").stdout == "inner"
+
+    def test_exec_missing_cwd_is_a_clear_error(self, sandbox: SandboxRuntime) -> None:
+        with pytest.raises(SandboxFileNotFoundError, match="no-such-dir"):
+            sandbox.exec("true", cwd="no-such-dir")
+
+    def test_exec_env_from_config_and_call(self, sandbox_config: SandboxConfig) -> None:
+        config = sandbox_config.model_copy(update={"env": {"FROM_CONFIG": "c", "BOTH": "config"}})
+        with SandboxRuntime(config) as sandbox:
+            result = sandbox.exec(
+                'printf "%s %s %s" "$FROM_CONFIG" "$FROM_CALL" "$BOTH"',
+                env={"FROM_CALL": "k", "BOTH": "call"},
+            )
+        assert result.stdout == "c k call"
+
+    def test_exec_unicode_command_and_env(self, sandbox: SandboxRuntime) -> None:
+        result = sandbox.exec('printf "%s/%s" "héllo ✓" "$GREETING"', env={"GREETING": "你好"})
+        assert result.stdout == "héllo ✓/你好"
+
+    def test_exec_binary_and_non_utf8_output(self, sandbox: SandboxRuntime) -> None:
+        result = sandbox.exec(r"printf 'a\000b\377\376c'")
+        assert result.stdout_bytes == b"a\x00b\xff\xfec"
+        assert result.stdout == "a\x00b\ufffd\ufffdc"
+
+    def test_exec_stdin(self, sandbox: SandboxRuntime) -> None:
+        assert sandbox.exec("tr a-z A-Z", stdin="hello\n").stdout == "HELLO\n"
+
+    def test_exec_large_stdin_and_output(self, sandbox: SandboxRuntime) -> None:
+        payload = bytes(range(256)) * 8192  # 2 MiB, every byte value
+        result = sandbox.exec("cat", stdin=payload)
+        assert result.stdout_bytes == payload
+        assert not result.truncated
+
+    def test_output_cap_keeps_head_and_tail(self, sandbox: SandboxRuntime) -> None:
+        script = "echo FIRST-LINE; yes middle | head -n 200000; echo LAST-LINE"
+        result = sandbox.exec(script, max_output_bytes=4096)
+        assert result.stdout_truncated
+        assert not result.stderr_truncated
+        assert result.stdout.startswith("FIRST-LINE\n")
+        assert result.stdout.endswith("LAST-LINE\n")
+        assert "bytes omitted" in result.stdout
+        assert len(result.stdout_bytes) < 4096 + 200
+        assert result.exit_code == 0
+
+    def test_timeout_fires_and_keeps_partial_output(self, sandbox: SandboxRuntime) -> None:
+        began = time.monotonic()
+        result = sandbox.exec("echo before; echo warn >&2; sleep 60; echo after", timeout=1)
+        elapsed = time.monotonic() - began
+        assert result.timed_out
+        assert result.exit_code == TIMEOUT_EXIT_CODE
+        assert result.stdout == "before\n"
+        assert result.stderr == "warn\n"
+        assert elapsed < 15
+
+    def test_timeout_kills_the_whole_process_group(self, sandbox: SandboxRuntime) -> None:
+        # A background child would create the file after 3 s if the timeout spared it.
+        result = sandbox.exec("(sleep 3; echo late > late.txt) & sleep 60", timeout=1)
+        assert result.timed_out
+        time.sleep(4)
+        assert not sandbox.exists("late.txt")
+        assert sandbox.exec("echo still-usable").stdout == "still-usable\n"
+
+    def test_check_raises_typed_errors(self, sandbox: SandboxRuntime) -> None:
+        with pytest.raises(CommandFailedError) as failed:
+            sandbox.exec("echo boom >&2; exit 7", check=True)
+        assert failed.value.result.exit_code == 7
+        assert "boom" in str(failed.value)
+        with pytest.raises(SandboxTimeoutError) as timed_out:
+            sandbox.exec("echo partial; sleep 30", timeout=1, check=True)
+        assert timed_out.value.result is not None
+        assert timed_out.value.result.stdout == "partial\n"
+        assert isinstance(timed_out.value, TimeoutError)
+
+    def test_concurrent_exec_from_threads(self, sandbox: SandboxRuntime) -> None:
+        outputs: dict[int, str] = {}
+        errors: list[BaseException] = []
+
+        def work(index: int) -> None:
+            try:
+                outputs[index] = sandbox.exec(f"sleep 0.2; echo {index}").stdout
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        assert outputs == {i: f"{i}\n" for i in range(8)}
+
+    # -- files -----------------------------------------------------------------------------
+
+    def test_text_round_trip_creates_parents(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("deep/er/file.txt", "héllo\nwörld\n")
+        assert sandbox.read_text("deep/er/file.txt") == "héllo\nwörld\n"
+        assert sandbox.exec("cat deep/er/file.txt").stdout == "héllo\nwörld\n"
+
+    def test_bytes_round_trip_every_byte(self, sandbox: SandboxRuntime) -> None:
+        data = bytes(range(256)) * 64
+        sandbox.write_bytes("blob.bin", data)
+        assert sandbox.read_bytes("blob.bin") == data
+        assert sandbox.exec("wc -c < blob.bin").stdout.strip() == str(len(data))
+
+    def test_overwrite_replaces_content(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("f.txt", "a much longer first version\n")
+        sandbox.write_text("f.txt", "short\n")
+        assert sandbox.read_text("f.txt") == "short\n"
+
+    def test_file_mode_is_applied(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("run.sh", "#!/bin/sh\necho ran\n", mode=0o755)
+        assert sandbox.exec("./run.sh").stdout == "ran\n"
+
+    def test_command_output_is_readable(self, sandbox: SandboxRuntime) -> None:
+        sandbox.exec("mkdir -p out && printf 'made' > out/made.txt", check=True)
+        assert sandbox.read_text("out/made.txt") == "made"
+
+    def test_missing_file_and_directory_errors(self, sandbox: SandboxRuntime) -> None:
+        with pytest.raises(SandboxFileNotFoundError):
+            sandbox.read_text("nope.txt")
+        with pytest.raises(FileNotFoundError):  # the builtin, for code that knows only it
+            sandbox.read_bytes("nope/deeper.txt")
+        sandbox.write_text("adir/x.txt", "x")
+        with pytest.raises(SandboxIsADirectoryError):
+            sandbox.read_text("adir")
+
+    def test_exists(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("there.txt", "1")
+        assert sandbox.exists("there.txt")
+        assert not sandbox.exists("absent.txt")
+
+    def test_paths_climbing_above_root_are_refused(self, sandbox: SandboxRuntime) -> None:
+        depth = sandbox.workdir.count("/") + 1
+        escape = "../" * depth + "etc/escaped"
+        with pytest.raises(PathEscapeError):
+            sandbox.write_text(escape, "no")
+        with pytest.raises(PathEscapeError):
+            sandbox.read_text(escape)
+
+    def test_upload_and_download_directory(self, sandbox: SandboxRuntime, tmp_path: Path) -> None:
+        source = tmp_path / "src"
+        (source / "pkg" / "sub").mkdir(parents=True)
+        (source / "pkg" / "__init__.py").write_text("X = 1\n")
+        (source / "pkg" / "sub" / "data.bin").write_bytes(b"\x00\x01\xff")
+        (source / "top.txt").write_text("top\n")
+        sandbox.upload(source, "project")
+        listing = sandbox.exec("find project -type f | sort").stdout.split()
+        assert listing == ["project/pkg/__init__.py", "project/pkg/sub/data.bin", "project/top.txt"]
+        back = tmp_path / "back"
+        sandbox.download("project", back)
+        assert (back / "pkg" / "__init__.py").read_text() == "X = 1\n"
+        assert (back / "pkg" / "sub" / "data.bin").read_bytes() == b"\x00\x01\xff"
+        assert (back / "top.txt").read_text() == "top\n"
+
+    def test_upload_and_download_file(self, sandbox: SandboxRuntime, tmp_path: Path) -> None:
+        source = tmp_path / "tool.sh"
+        source.write_text("#!/bin/sh\necho tool\n")
+        source.chmod(0o755)
+        sandbox.upload(source, "bin/tool.sh")
+        assert sandbox.exec("bin/tool.sh").stdout == "tool\n"
+        target = tmp_path / "out" / "copy.sh"
+        sandbox.download("bin/tool.sh", target)
+        assert target.read_text() == "#!/bin/sh\necho tool\n"
+
+    def test_absolute_paths_agree_between_files_and_commands(self, sandbox: SandboxRuntime) -> None:
+        if self.shares_absolute_paths:
+            sandbox.write_text("/tmp/sr-abs/f.txt", "abs")
+            assert sandbox.exec("cat /tmp/sr-abs/f.txt").stdout == "abs"
+            assert sandbox.exec("pwd").stdout.strip() == sandbox.workdir
+        else:
+            # Documented: commands see the host path of the workdir, which ends with it.
+            assert sandbox.exec("pwd").stdout.strip().endswith(sandbox.workdir)
+            assert sandbox.exec("pwd").stdout.strip() != sandbox.workdir
+
+    # -- repositories ------------------------------------------------------------------------
+
+    def test_apply_patch_diff_and_reset(self, repo: SandboxRuntime) -> None:
+        base = repo.base_commit()
+        patch = (
+            "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,2 +1,2 @@\n"
+            " def answer():\n-    return 41\n+    return 42\n"
+        )
+        result = repo.apply_patch(patch)
+        assert result.applied, result.message
+        assert result.files == ("src/app.py",)
+        assert "return 42" in repo.read_text("src/app.py")
+        repo.write_text("new_file.py", "NEW = True\n")
+        diff = repo.diff()
+        assert "+    return 42" in diff
+        assert "new_file.py" in diff
+        # The diff applies to a clean checkout: reset, then re-apply it.
+        repo.reset()
+        assert "return 41" in repo.read_text("src/app.py")
+        assert not repo.exists("new_file.py")
+        assert repo.diff() == ""
+        assert repo.apply_patch(diff).applied
+        assert repo.read_text("new_file.py") == "NEW = True\n"
+        assert repo.base_commit() == base
+
+    def test_patch_that_does_not_apply_changes_nothing(self, repo: SandboxRuntime) -> None:
+        bad = (
+            "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,2 +1,2 @@\n"
+            " def something_else():\n-    return 7\n+    return 8\n"
+        )
+        result = repo.apply_patch(bad)
+        assert not result.applied
+        assert result.message
+        assert repo.read_text("src/app.py") == "def answer():\n    return 41\n"
+        assert repo.diff() == ""
+
+    def test_diff_sees_committed_changes_against_base(self, repo: SandboxRuntime) -> None:
+        repo.base_commit()
+        repo.write_text("src/app.py", "def answer():\n    return 43\n")
+        repo.exec(f"{_GIT} commit -qam 'agent commit'", check=True)
+        assert "+    return 43" in repo.diff()
+
+    def test_diff_keeps_binary_changes(self, repo: SandboxRuntime) -> None:
+        repo.write_bytes("image.bin", bytes(range(256)))
+        diff = repo.diff()
+        assert "GIT binary patch" in diff
+        repo.reset()
+        assert repo.apply_patch(diff).applied
+        assert repo.read_bytes("image.bin") == bytes(range(256))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def test_close_is_idempotent_and_final(self, sandbox_config: SandboxConfig) -> None:
+        sandbox = SandboxRuntime(sandbox_config).start()
+        assert sandbox.is_alive()
+        sandbox.close()
+        sandbox.close()
+        assert not sandbox.is_alive()
+        with pytest.raises(SandboxClosedError):
+            sandbox.exec("true")
+        with pytest.raises(SandboxClosedError):
+            sandbox.start()
+
+    def test_two_sandboxes_are_isolated(self, sandbox_config: SandboxConfig) -> None:
+        with SandboxRuntime(sandbox_config) as first, SandboxRuntime(sandbox_config) as second:
+            first.write_text("only-here.txt", "1")
+            assert not second.exists("only-here.txt")
+            assert first.id != second.id
+
+    def test_async_facade(self, sandbox_config: SandboxConfig) -> None:
+        async def scenario() -> tuple[str, str, bool]:
+            async with AsyncSandboxRuntime(sandbox_config) as sandbox:
+                await sandbox.write_text("a.txt", "async")
+                results = await asyncio.gather(
+                    sandbox.exec("cat a.txt"), sandbox.exec("echo parallel")
+                )
+                return results[0].stdout, results[1].stdout, await sandbox.exists("a.txt")
+
+        assert asyncio.run(scenario()) == ("async", "parallel\n", True)

@@ -1,0 +1,64 @@
+"""Shared fixtures: the test image, and the rule that CI never skips an engine-backed test.
+
+Tests that need Docker or bubblewrap skip on a developer machine without them, but with
+``SANDBOX_RUNTIME_CI=1`` (set by ``.ci/run``) a missing engine fails the run instead, since a
+skipped test is not a passed test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import cache
+
+import pytest
+
+DOCKER_IMAGE = os.environ.get("SANDBOX_RUNTIME_TEST_IMAGE", "sandbox-runtime-test/base:bookworm")
+IN_CI = os.environ.get("SANDBOX_RUNTIME_CI") == "1"
+
+
+def require(reason: str | None) -> None:
+    """Fail in CI, skip elsewhere, when an engine a test needs is missing."""
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@cache
+def docker_problem() -> str | None:
+    """Why Docker tests cannot run here, or None when they can."""
+    try:
+        import docker
+    except ImportError:
+        return "docker-py is not installed (pip install -e '.[docker]')"
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.images.get(DOCKER_IMAGE)
+    except docker.errors.ImageNotFound:
+        return f"test image {DOCKER_IMAGE} is missing: run tests/images/build-base-image.sh"
+    except Exception as exc:
+        return f"no Docker engine: {exc}"
+    return None
+
+
+@cache
+def bwrap_problem() -> str | None:
+    """Why namespace isolation cannot run here, or None."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bubblewrap is not installed"
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--unshare-pid", "true"], capture_output=True, check=False
+    )
+    return None if probe.returncode == 0 else probe.stderr.decode(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The locally built test image; fails in CI and skips elsewhere without Docker."""
+    require(docker_problem())
+    return DOCKER_IMAGE
