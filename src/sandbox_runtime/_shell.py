@@ -1,39 +1,53 @@
 """The in-sandbox wrapper for backends that run commands through an exec API.
 
-Docker's exec (and ``kubectl exec``) cannot kill what a command started, cannot tell a
-missing working directory from a failing command, and does not say which shell exists.
-So the command runs under a tiny POSIX ``sh`` script that changes directory, writes its own
-pid (a session leader under these exec APIs, hence also the process-group id) to a file the
-client can use to kill the whole group on timeout, and picks ``bash`` when the image has it.
+Docker's exec (and ``kubectl exec``) cannot kill what a command started and cannot tell a
+missing working directory from a failing command.  So each command runs inside one shell
+process that changes directory and then ``eval``s the command text.  That shell is a session
+leader under these exec APIs, so its pid is also the process-group id of everything the
+command starts.  The backend puts a unique token in the command's environment
+(``SANDBOX_RUNTIME_EXEC``), which every descendant inherits even across ``exec`` and
+``setsid``; when a timeout fires, the kill script finds the processes by that token and kills
+them and their groups.  No pid file is written and no helper process is forked, so the
+wrapper costs nothing measurable over running the command bare (see docs/performance.md).
 """
 
 from __future__ import annotations
 
 import shlex
+import uuid
 
 __all__ = [
     "NO_CWD_EXIT",
     "NO_CWD_MARKER",
-    "PIDFILE_DIR",
+    "TOKEN_VAR",
     "kill_group_script",
+    "new_token",
     "shell_text",
     "wrapped_argv",
 ]
 
-PIDFILE_DIR = "/tmp/.sandbox-runtime"
+TOKEN_VAR = "SANDBOX_RUNTIME_EXEC"
 NO_CWD_EXIT = 254
 NO_CWD_MARKER = "sandbox-runtime: no such working directory: "
 
-# $1 = working directory, $2 = pid file, $3 = shell text.  The shell stays as the parent
-# (no exec) so it can remove the pid file afterwards; a command killed by signal N exits
-# 128+N, as in any shell.
-_WRAPPER = (
+_CD = (
     'cd -- "$1" 2>/dev/null || { printf "%s%s\\n" "' + NO_CWD_MARKER + '" "$1" >&2; '
     f"exit {NO_CWD_EXIT}; }}; "
-    f'mkdir -p {PIDFILE_DIR} 2>/dev/null; echo $$ > "$2" 2>/dev/null; '
-    'if command -v bash >/dev/null 2>&1; then bash -c "$3"; else sh -c "$3"; fi; '
-    'rc=$?; rm -f "$2"; exit $rc'
 )
+# $0 = token, $1 = working directory, $2 = shell text.  The positional parameters are
+# cleared and the helper variable unset before the command runs, so it sees a clean shell.
+_EVAL = _CD + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
+# When the shell is unknown: sh checks for bash and replaces itself with it (same pid),
+# keeping the token as bash's $0 so it stays on the command line.
+_AUTO = (
+    _CD
+    + 'if command -v bash >/dev/null 2>&1; then exec bash -c "$2" "$0"; fi; exec sh -c "$2" "$0"'
+)
+
+
+def new_token() -> str:
+    """A unique marker for one command's wrapper process."""
+    return f"sandbox-runtime-{uuid.uuid4().hex}"
 
 
 def shell_text(command: str | tuple[str, ...]) -> str:
@@ -41,15 +55,32 @@ def shell_text(command: str | tuple[str, ...]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def wrapped_argv(command: str | tuple[str, ...], cwd: str, pidfile: str) -> list[str]:
-    """The argument vector that runs ``command`` in ``cwd`` under the wrapper."""
-    return ["/bin/sh", "-c", _WRAPPER, "sandbox-runtime", cwd, pidfile, shell_text(command)]
+def wrapped_argv(
+    command: str | tuple[str, ...], cwd: str, token: str, shell: str | None = None
+) -> list[str]:
+    """The argument vector that runs ``command`` in ``cwd``, findable by ``token``.
+
+    ``shell`` is the interpreter to use (``bash`` when the image is known to have it, else
+    ``/bin/sh``); ``None`` lets ``/bin/sh`` pick bash when present, at the cost of one exec.
+    """
+    text = shell_text(command)
+    if shell is None:
+        return ["/bin/sh", "-c", _AUTO, token, cwd, text]
+    return [shell, "-c", _EVAL, token, cwd, text]
 
 
-def kill_group_script(pidfile: str) -> str:
-    """Shell text that SIGKILLs the process group recorded in ``pidfile``, then the pid itself."""
-    quoted = shlex.quote(pidfile)
-    return (
-        f'p=$(cat {quoted} 2>/dev/null) && [ -n "$p" ] && '
-        f'{{ kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; }}; rm -f {quoted}; true'
+def kill_group_script(token: str) -> list[str]:
+    """An argument vector that SIGKILLs every process carrying ``token``, and their groups.
+
+    It matches ``TOKEN_VAR=token`` in ``/proc/<pid>/environ``.  The token is passed in two
+    halves so that the kill script's own command line does not contain it; its environment
+    does not either, since the backend sets the token only on the command's exec.
+    """
+    half = len(token) // 2
+    script = (
+        f't="{TOKEN_VAR}=$1$2"; for d in /proc/[0-9]*; do '
+        'case " $(tr "\\000" " " < "$d/environ" 2>/dev/null) " in *" $t "*) '
+        'p=${d#/proc/}; kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null;; '
+        "esac; done; true"
     )
+    return ["/bin/sh", "-c", script, "sandbox-runtime-kill", token[:half], token[half:]]

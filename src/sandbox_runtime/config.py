@@ -115,8 +115,11 @@ class SandboxConfig(BaseModel):
     """Container image (docker, kubernetes, ags); for ``local``, an optional template directory."""
     workdir: str = "/workspace"
     """Working directory of commands and base of relative paths; created at start."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Environment of every command; per-call ``env`` is merged on top."""
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Environment of every command; per-call ``env`` is merged on top.
+
+    Left out of ``repr`` because API keys and tokens travel here.
+    """
     resources: Resources = Field(default_factory=Resources)
     start_timeout: Seconds = 120.0
     """Seconds to wait for the sandbox to become ready."""

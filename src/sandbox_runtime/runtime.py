@@ -394,7 +394,10 @@ class SandboxRuntime:
         script = (
             f"set -e; trap 'rm -f {quoted_index}' EXIT; "
             "g() { git -c safe.directory='*' \"$@\"; }; "
-            f'real=$(g rev-parse --git-path index); [ -f "$real" ] && cp "$real" {quoted_index}; '
+            # cp -p keeps the index's mtime: git's racy-clean check compares it with file
+            # mtimes, and a fresh mtime would hide same-size edits made in the same second.
+            "real=$(g rev-parse --git-path index); "
+            f'[ -f "$real" ] && cp -p "$real" {quoted_index}; '
             f"export GIT_INDEX_FILE={quoted_index}; "
             f"g add -A . >/dev/null; g diff --cached --binary {shlex.quote(base)} -- ."
         )

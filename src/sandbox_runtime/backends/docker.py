@@ -24,6 +24,7 @@ import struct
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
@@ -61,6 +62,7 @@ _BACKEND_LABEL = "sandbox-runtime.backend"
 _NAME_PREFIX = "sandbox-runtime-"
 _STDOUT, _STDERR = 1, 2
 _READ_SIZE = 65536
+_EXITED_GRACE = 60.0
 
 
 class DockerOptions(BackendOptions):
@@ -82,19 +84,21 @@ class DockerOptions(BackendOptions):
     """OCI runtime, e.g. ``runsc`` for gVisor."""
     init: bool = True
     """Run Docker's init as PID 1, so that orphaned processes are reaped."""
+    api_version: str = "auto"
+    """Engine API version; ``auto`` asks the engine once per process, a fixed one saves that."""
     api_timeout: float = Field(default=120.0, gt=0)
     """Seconds before one Engine API call is abandoned."""
     max_pool_size: int = Field(default=64, gt=0)
     """HTTP connections kept to the engine; raise it for many parallel sandboxes."""
 
 
-_clients: dict[tuple[str | None, float, int], Any] = {}
+_clients: dict[tuple[str | None, str, float, int], Any] = {}
 _clients_lock = threading.Lock()
 
 
 def _client(options: DockerOptions) -> Any:
     """One shared ``APIClient`` per engine: the version handshake and the pool are reused."""
-    key = (options.docker_host, options.api_timeout, options.max_pool_size)
+    key = (options.docker_host, options.api_version, options.api_timeout, options.max_pool_size)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
@@ -103,7 +107,7 @@ def _client(options: DockerOptions) -> Any:
                 kwargs["base_url"] = options.docker_host
             try:
                 client = docker.APIClient(
-                    version="auto",
+                    version=options.api_version,
                     timeout=options.api_timeout,
                     max_pool_size=options.max_pool_size,
                     **kwargs,
@@ -126,7 +130,7 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
         return True
     status = _status(exc)
-    return status is not None and status >= 500
+    return status is not None and status >= 500 and not _is_gone(exc)
 
 
 def _explain(exc: BaseException) -> str:
@@ -136,9 +140,18 @@ def _explain(exc: BaseException) -> str:
 
 
 def _is_gone(exc: BaseException) -> bool:
-    status = _status(exc)
+    """The engine says the container no longer exists or no longer runs.
+
+    Engines disagree on the status (404, 409, or 500 for "Removal In Progress"), so the
+    message decides.
+    """
+    if not isinstance(exc, docker.errors.APIError):
+        return False
     text = _explain(exc).lower()
-    return (status == 404 and "container" in text) or (status == 409 and "not running" in text)
+    return any(
+        phrase in text
+        for phrase in ("no such container", "is not running", "removal in progress", "is paused")
+    )
 
 
 class DockerBackend(Backend):
@@ -154,6 +167,8 @@ class DockerBackend(Backend):
         self._opts = options
         self._container: str | None = None
         self._name = _NAME_PREFIX + uuid.uuid4().hex[:16]
+        # Most images have bash; one without it costs a single failed exec, then sh is used.
+        self._shell = "bash"
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -312,36 +327,24 @@ class DockerBackend(Backend):
     def exec(self, request: ExecRequest) -> ExecResult:
         """Run a command through the exec API with a real, group-killing timeout."""
         container = self._container_id()
-        api = self._api
-        pidfile = f"{_shell.PIDFILE_DIR}/{uuid.uuid4().hex}.pid"
         began = time.monotonic()
-        try:
-            exec_id = self._call(
-                "create exec",
-                lambda: api.exec_create(
-                    container,
-                    _shell.wrapped_argv(request.command, request.cwd, pidfile),
-                    stdin=request.stdin is not None,
-                    environment=request.env or None,
-                    user=self._opts.user or "",
-                    workdir="/",
-                )["Id"],
-            )
-            stream = _ExecStream(api, exec_id)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._translate(exc, "exec") from exc
-        deadline = None if request.timeout is None else began + request.timeout
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
-        try:
-            finished = stream.pump({_STDOUT: stdout, _STDERR: stderr}, deadline, request.stdin)
-        finally:
-            stream.close()
-        if not finished:
-            self._kill_group(container, pidfile)
-            exit_code, timed_out = TIMEOUT_EXIT_CODE, True
-        else:
-            exit_code, timed_out = self._exit_code(api, exec_id), False
+        token = _shell.new_token()
+        shell = self._shell
+        outcome = self._run(container, request, token, shell, began)
+        if outcome.interpreter_missing and shell != "/bin/sh":
+            # The image has no bash: remember, and run the command with sh instead.
+            self._shell = "/bin/sh"
+            outcome = self._run(container, request, token, self._shell, began)
+        finished, exit_code, stdout, stderr = (
+            outcome.finished,
+            outcome.exit_code,
+            outcome.stdout,
+            outcome.stderr,
+        )
+        timed_out = not finished
+        if timed_out:
+            self._kill_group(container, token)
+            exit_code = TIMEOUT_EXIT_CODE
         if exit_code == _shell.NO_CWD_EXIT and stderr.getvalue().startswith(
             _shell.NO_CWD_MARKER.encode()
         ):
@@ -357,22 +360,56 @@ class DockerBackend(Backend):
             stderr_truncated=stderr.truncated,
         )
 
-    def _exit_code(self, api: Any, exec_id: str) -> int:
-        # The stream can close a moment before the engine records the exit code.
+    def _run(
+        self, container: str, request: ExecRequest, token: str, shell: str, began: float
+    ) -> _Outcome:
+        """One exec, up to its end or the deadline."""
+        api = self._api
+        environment = {**request.env, _shell.TOKEN_VAR: token}
+        try:
+            exec_id = self._call(
+                "create exec",
+                lambda: api.exec_create(
+                    container,
+                    _shell.wrapped_argv(request.command, request.cwd, token, shell),
+                    stdin=request.stdin is not None,
+                    environment=environment,
+                    user=self._opts.user or "",
+                    workdir="/",
+                )["Id"],
+            )
+            stream = _ExecStream(api, exec_id)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "exec") from exc
+        deadline = None if request.timeout is None else began + request.timeout
+        stdout = HeadTailBuffer(request.max_output_bytes)
+        stderr = HeadTailBuffer(request.max_output_bytes)
+        try:
+            finished = stream.pump({_STDOUT: stdout, _STDERR: stderr}, deadline, request.stdin)
+        finally:
+            stream.close()
+        if not finished:
+            return _Outcome(False, TIMEOUT_EXIT_CODE, stdout, stderr)
+        exit_code, pid = self._exit_status(api, exec_id)
+        # Exit 126 with no process ever started: the engine could not exec the interpreter.
+        return _Outcome(True, exit_code, stdout, stderr, exit_code == 126 and pid == 0)
+
+    def _exit_status(self, api: Any, exec_id: str) -> tuple[int, int]:
+        """The exec's (exit code, pid); the stream can close just before the engine records it."""
         for delay in (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5):
             if delay:
                 time.sleep(delay)
             info = api.exec_inspect(exec_id)
             if not info.get("Running") and info.get("ExitCode") is not None:
-                return int(info["ExitCode"])
+                return int(info["ExitCode"]), int(info.get("Pid") or 0)
         if not self.is_alive():
             raise SandboxGoneError(f"container {self._container_id()[:12]} died during the command")
         raise BackendError(f"the engine never reported an exit code for exec {exec_id[:12]}")
 
-    def _kill_group(self, container: str, pidfile: str) -> None:
+    def _kill_group(self, container: str, token: str) -> None:
         try:
             exec_id = self._api.exec_create(
-                container, ["/bin/sh", "-c", _shell.kill_group_script(pidfile)], user="root"
+                container, _shell.kill_group_script(token), user="root"
             )["Id"]
             self._api.exec_start(exec_id)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -435,8 +472,12 @@ class DockerBackend(Backend):
         for summary in api.containers(all=True, filters={"label": f"{MANAGED}=true"}):
             labels = summary.get("Labels") or {}
             reason = why_reapable(labels)
-            if reason is None and summary.get("State") not in ("running", "paused", "restarting"):
-                reason = f"not running ({summary.get('State')})"
+            state = summary.get("State")
+            age = time.time() - float(summary.get("Created") or time.time())
+            # An exited container should have been auto-removed; one that lingers is debris.
+            # "created" is never debris by itself: its owner may be about to start it.
+            if reason is None and state in ("exited", "dead") and age > _EXITED_GRACE:
+                reason = f"not running ({state})"
             if reason is None:
                 continue
             container_id = str(summary["Id"])
@@ -454,6 +495,15 @@ class DockerBackend(Backend):
                         f"cannot remove {container_id[:12]}: {_explain(exc)}"
                     ) from exc
         return reaped
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    finished: bool
+    exit_code: int
+    stdout: HeadTailBuffer
+    stderr: HeadTailBuffer
+    interpreter_missing: bool = False
 
 
 class _ExecStream:

@@ -301,6 +301,13 @@ class SandboxConformance:
         repo.exec(f"{_GIT} commit -qam 'agent commit'", check=True)
         assert "+    return 43" in repo.diff()
 
+    def test_diff_sees_same_size_edit_in_the_same_second(self, repo: SandboxRuntime) -> None:
+        # Same size and (likely) the same second as the commit: only git's racy-clean check
+        # can see this change, so the diff must not disturb the index's timestamps.
+        repo.exec(f"{_GIT} commit -q --allow-empty -m touch-index", check=True)
+        repo.write_text("src/app.py", "def answer():\n    return 14\n")
+        assert "+    return 14" in repo.diff()
+
     def test_diff_keeps_binary_changes(self, repo: SandboxRuntime) -> None:
         repo.write_bytes("image.bin", bytes(range(256)))
         diff = repo.diff()

@@ -1,0 +1,160 @@
+"""Local-backend behaviour beyond the conformance suite: the root, escapes, namespaces,
+lifetime and reaping of what a killed client left behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime import (
+    ConfigError,
+    PathEscapeError,
+    SandboxConfig,
+    SandboxRuntime,
+    SandboxStartError,
+)
+from sandbox_runtime.backends.local import LocalBackend, LocalOptions
+from sandbox_runtime.cli import main as cli_main
+from tests.backends.test_docker import _abandoned_sandbox
+from tests.conftest import bwrap_problem, require
+
+
+def _processes_marked(sandbox_id: str) -> list[int]:
+    needle = f"SANDBOX_RUNTIME_ID={sandbox_id}".encode() + b"\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            found.append(int(entry))
+    return found
+
+
+def _wait(predicate, within: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _config(tmp_path: Path, **fields: object) -> SandboxConfig:
+    options = {"base_dir": tmp_path / "sandboxes", **fields.pop("options", {})}  # type: ignore[dict-item]
+    return SandboxConfig(backend="local", options=options, **fields)
+
+
+def test_template_directory_is_copied_as_the_root(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    (template / "testbed").mkdir(parents=True)
+    (template / "testbed" / "app.py").write_text("print('hi')\n")
+    with SandboxRuntime(_config(tmp_path, image=str(template), workdir="/testbed")) as sandbox:
+        assert sandbox.read_text("app.py") == "print('hi')\n"
+        sandbox.write_text("app.py", "changed")
+    assert (template / "testbed" / "app.py").read_text() == "print('hi')\n"
+
+
+def test_container_image_names_are_refused_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(SandboxStartError, match="docker backend"):
+        SandboxRuntime(_config(tmp_path, image="python:3.12")).start()
+
+
+def test_symlinks_made_by_commands_cannot_leak_writes(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with SandboxRuntime(_config(tmp_path)) as sandbox:
+        sandbox.exec(f"ln -s {outside} link && ln -s {outside}/secret.txt file-link", check=True)
+        (outside / "secret.txt").write_text("host secret")
+        with pytest.raises(PathEscapeError):
+            sandbox.write_text("link/planted.txt", "x")
+        with pytest.raises(PathEscapeError):
+            sandbox.read_text("file-link")
+        # Writing at the link's own name replaces the link, never the host file.
+        sandbox.write_text("file-link", "replaced")
+        assert sandbox.read_text("file-link") == "replaced"
+    assert (outside / "secret.txt").read_text() == "host secret"
+    assert not (outside / "planted.txt").exists()
+
+
+def test_close_kills_background_processes_and_removes_the_root(tmp_path: Path) -> None:
+    sandbox = SandboxRuntime(_config(tmp_path)).start()
+    sandbox.exec("nohup sleep 600 >/dev/null 2>&1 &")
+    assert _processes_marked(sandbox.id)
+    root = sandbox.backend.root  # type: ignore[attr-defined]
+    sandbox.close()
+    assert not root.exists()
+    assert _wait(lambda: not _processes_marked(sandbox.id), within=5)
+
+
+def test_environment_can_be_kept_from_the_host_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SRT_HOST_ONLY", "host")
+    with SandboxRuntime(_config(tmp_path)) as sandbox:
+        assert sandbox.exec("echo $SRT_HOST_ONLY").stdout == "host\n"
+        assert sandbox.exec('test -d "$TMPDIR" && echo tmp-ok').stdout == "tmp-ok\n"
+    with SandboxRuntime(_config(tmp_path, options={"inherit_env": False})) as sandbox:
+        assert sandbox.exec("echo ${SRT_HOST_ONLY:-unset}").stdout == "unset\n"
+
+
+def test_network_off_needs_namespaces(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="namespace"):
+        SandboxRuntime(_config(tmp_path, options={"network": False})).start()
+
+
+def test_namespace_isolation(tmp_path: Path) -> None:
+    require(bwrap_problem())
+    config = _config(
+        tmp_path, workdir="/testbed", options={"isolation": "namespace", "network": False}
+    )
+    with SandboxRuntime(config) as sandbox:
+        assert sandbox.exec("pwd").stdout == "/testbed\n"
+        # A new PID namespace: the shell is one of very few processes.
+        assert int(sandbox.exec("echo $$").stdout) < 10
+        # The host is read-only; the sandbox's own directories are writable.
+        assert sandbox.exec("touch /usr/srt-should-fail").exit_code != 0
+        assert sandbox.exec("touch /tmp/ok && touch ok").exit_code == 0
+        # No network namespace peers: only loopback exists, and it is down.
+        interfaces = sandbox.exec("cat /proc/net/dev").stdout
+        assert "lo:" in interfaces
+        assert "eth0" not in interfaces
+        probe = sandbox.exec(
+            ["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)"]
+        )
+        assert probe.exit_code != 0
+
+
+def test_reap_cleans_up_after_a_killed_client(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "sandboxes"
+    orphan = _abandoned_sandbox("local", "", lifetime=600, base_dir=str(base))
+    assert _processes_marked(orphan), "the orphan's background process should still run"
+    with SandboxRuntime(_config(tmp_path)) as live:
+        reaped = LocalBackend.reap(LocalOptions(base_dir=base))
+        assert [r.sandbox_id for r in reaped] == [orphan]
+        assert "owner process" in reaped[0].reason
+        assert live.exec("echo alive").stdout == "alive\n"
+        assert live.is_alive()
+    assert not list(base.glob(f"sbx-{orphan.removeprefix('local-')}"))
+    assert _wait(lambda: not _processes_marked(orphan), within=5)
+
+
+def test_abandoned_local_sandbox_ends_at_its_lifetime(tmp_path: Path) -> None:
+    base = tmp_path / "sandboxes"
+    orphan = _abandoned_sandbox("local", "", lifetime=2, base_dir=str(base))
+    home = base / f"sbx-{orphan.removeprefix('local-')}"
+    assert _wait(lambda: not home.exists(), within=20), "watchdog did not remove the sandbox"
+    assert _wait(lambda: not _processes_marked(orphan), within=5)
+
+
+def test_reap_cli_covers_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["reap", "--backend", "local", "--json"]) == 0
+    assert capsys.readouterr().out.strip().startswith("[")

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime import PathEscapeError, _archive
+
+
+def _tar(*members: tuple[str, bytes | None, str | None]) -> bytes:
+    """Members as (name, file content or None, symlink target or None)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, content, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type = tarfile.SYMTYPE
+                info.linkname = link
+                archive.addfile(info)
+            else:
+                data = content or b""
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_single_file_has_no_parent_entries() -> None:
+    data = _archive.single_file("/a/b/c.txt", b"x", 0o600)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        members = archive.getmembers()
+    assert [m.name for m in members] == ["a/b/c.txt"]
+    assert members[0].mode == 0o600
+
+
+def test_extract_creates_parents(tmp_path: Path) -> None:
+    _archive.extract(_archive.single_file("/x/y/z.txt", b"hi"), tmp_path)
+    assert (tmp_path / "x" / "y" / "z.txt").read_bytes() == b"hi"
+
+
+@pytest.mark.parametrize("name", ["../evil.txt", "a/../../evil.txt"])
+def test_extract_refuses_dotdot(tmp_path: Path, name: str) -> None:
+    target = tmp_path / "dest"
+    with pytest.raises(PathEscapeError):
+        _archive.extract(_tar((name, b"x", None)), target)
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_extract_refuses_writing_through_a_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    archive = _tar(("link", None, str(outside)), ("link/planted.txt", b"x", None))
+    with pytest.raises(PathEscapeError):
+        _archive.extract(archive, dest)
+    assert not (outside / "planted.txt").exists()
+
+
+def test_extract_replaces_an_existing_symlink_instead_of_following_it(tmp_path: Path) -> None:
+    outside = tmp_path / "victim.txt"
+    outside.write_text("keep")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.symlink(outside, dest / "f.txt")
+    _archive.extract(_tar(("f.txt", b"new", None)), dest)
+    assert outside.read_text() == "keep"
+    assert not (dest / "f.txt").is_symlink()
+    assert (dest / "f.txt").read_text() == "new"
+
+
+def test_absolute_symlink_targets_are_kept_as_data(tmp_path: Path) -> None:
+    _archive.extract(_tar(("venv/python", None, "/usr/bin/python3")), tmp_path)
+    assert os.readlink(tmp_path / "venv" / "python") == "/usr/bin/python3"
+
+
+def test_directory_round_trip_and_strip_top(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "f.txt").write_text("f")
+    data = _archive.directory(source, "/work/proj")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        names = sorted(archive.getnames())
+    assert names == ["work/proj", "work/proj/sub", "work/proj/sub/f.txt"]
+    out = tmp_path / "out"
+    _archive.extract(data, out, strip_top="work")
+    assert (out / "proj" / "sub" / "f.txt").read_text() == "f"
+
+
+def test_first_file() -> None:
+    assert _archive.first_file(_archive.single_file("/a.txt", b"content")) == b"content"

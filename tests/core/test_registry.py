@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime import (
+    Backend,
+    BackendNotFoundError,
+    SandboxRuntime,
+    list_backends,
+    load_backend,
+)
+from sandbox_runtime.backends.local import LocalBackend
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty-backend"
+
+
+def test_builtins_are_registered_through_entry_points() -> None:
+    infos = {info.name: info for info in list_backends()}
+    assert infos["local"].target == "sandbox_runtime.backends.local:LocalBackend"
+    assert infos["docker"].distribution == "sandbox-runtime"
+    assert load_backend("local") is LocalBackend
+
+
+def test_unknown_name_lists_installed_backends() -> None:
+    with pytest.raises(BackendNotFoundError) as info:
+        load_backend("dokcer")
+    message = str(info.value)
+    assert "'dokcer'" in message
+    assert "docker" in message
+    assert "local" in message
+
+
+def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox_runtime import registry
+
+    monkeypatch.setattr(registry, "_entry_points", lambda: {})
+    with pytest.raises(BackendNotFoundError, match=r"pip install 'sandbox-runtime\[kubernetes\]'"):
+        load_backend("kubernetes")
+
+
+def test_dotted_path_loads_a_backend_class() -> None:
+    assert load_backend("sandbox_runtime.backends.local:LocalBackend") is LocalBackend
+    with pytest.raises(BackendNotFoundError, match="no 'Nope'"):
+        load_backend("sandbox_runtime.backends.local:Nope")
+    with pytest.raises(BackendNotFoundError, match="Backend subclass"):
+        load_backend("sandbox_runtime.config:SandboxConfig")
+
+
+@pytest.fixture(scope="module")
+def thirdparty_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Install the fixture distribution into a directory put on sys.path, as pip --target does."""
+    target = tmp_path_factory.mktemp("site")
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--target",
+        str(target),
+    ]
+    # Without build isolation when the local setuptools can build wheels (fast, offline);
+    # otherwise pip fetches a build backend from the index.
+    offline = subprocess.run(
+        [*command, "--no-build-isolation", str(FIXTURE)], capture_output=True, check=False
+    )
+    if offline.returncode != 0:
+        subprocess.run([*command, str(FIXTURE)], check=True)
+    sys.path.insert(0, str(target))
+    importlib.invalidate_caches()
+    yield target
+    sys.path.remove(str(target))
+    sys.modules.pop("srt_thirdparty_backend", None)
+
+
+def test_third_party_distribution_adds_a_backend_by_entry_point(thirdparty_installed: Path) -> None:
+    infos = {info.name: info for info in list_backends()}
+    assert infos["tempdir"].distribution == "srt-thirdparty-backend"
+    backend_cls = load_backend("tempdir")
+    assert issubclass(backend_cls, Backend)
+    with SandboxRuntime(backend="tempdir", workdir="/work") as sandbox:
+        sandbox.write_text("hello.txt", "from a third party\n")
+        assert sandbox.exec("cat hello.txt").stdout == "from a third party\n"
+        assert sandbox.read_text("hello.txt") == "from a third party\n"
+        assert sandbox.exec("exit 4").exit_code == 4
+        root = sandbox.id
+        assert Path(root).is_dir()
+    assert not Path(root).exists()
