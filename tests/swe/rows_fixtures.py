@@ -33,7 +33,11 @@ def parsed_commit() -> dict[str, Any]:
         "old_file_content": CODE_OLD,
         "new_file_content": CODE_NEW,
         "header": {"file": {"path": "stats/core.py"}, "misc_line": None},
-        "index_line": {"old_commit_hash": "1a2b3c4", "new_commit_hash": "5d6e7f8", "mode": "100644"},
+        "index_line": {
+            "old_commit_hash": "1a2b3c4",
+            "new_commit_hash": "5d6e7f8",
+            "mode": "100644",
+        },
         "is_binary_file": False,
         "binary_line": None,
         "minus_file": {"path": "a/stats/core.py"},
@@ -61,7 +65,7 @@ def parsed_commit() -> dict[str, Any]:
     }
     test = {
         "old_file_content": "",
-        "new_file_content": "from stats.core import mean\n\ndef test_mean():\n    assert mean([1, 3]) == 2\n",
+        "new_file_content": "from stats.core import mean\n\ndef test_mean():\n    assert mean([1, 3]) == 2\n",  # noqa: E501
         "header": {"file": {"path": "tests/test_core.py"}, "misc_line": "new file mode 100644"},
         "index_line": {"old_commit_hash": "0000000", "new_commit_hash": "9a8b7c6", "mode": ""},
         "is_binary_file": False,
@@ -145,14 +149,14 @@ def swebench_row() -> dict[str, Any]:
         "repo": "psf/requests",
         "instance_id": "psf__requests-2317",
         "base_commit": "091991be0da19de9108dbe5e3752917fea3d7fdc",
-        "patch": "diff --git a/requests/sessions.py b/requests/sessions.py\n--- a/requests/sessions.py\n+++ b/requests/sessions.py\n@@ -1 +1 @@\n-a\n+b\n",
-        "test_patch": "diff --git a/test_requests.py b/test_requests.py\n--- a/test_requests.py\n+++ b/test_requests.py\n@@ -1 +1 @@\n-a\n+b\n",
+        "patch": "diff --git a/requests/sessions.py b/requests/sessions.py\n--- a/requests/sessions.py\n+++ b/requests/sessions.py\n@@ -1 +1 @@\n-a\n+b\n",  # noqa: E501
+        "test_patch": "diff --git a/test_requests.py b/test_requests.py\n--- a/test_requests.py\n+++ b/test_requests.py\n@@ -1 +1 @@\n-a\n+b\n",  # noqa: E501
         "problem_statement": "method = builtin_str(method) problem",
         "hints_text": "",
         "created_at": "2014-11-01T02:20:16Z",
         "version": "2.4",
         "FAIL_TO_PASS": '["test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE"]',
-        "PASS_TO_PASS": '["test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET", "test_requests.py::RequestsTestCase::test_DIGEST_STREAM"]',
+        "PASS_TO_PASS": '["test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET", "test_requests.py::RequestsTestCase::test_DIGEST_STREAM"]',  # noqa: E501
         "environment_setup_commit": "091991be0da19de9108dbe5e3752917fea3d7fdc",
     }
 
@@ -161,7 +165,7 @@ def swesmith_row() -> dict[str, Any]:
     return {
         "instance_id": "oauthlib__oauthlib.1fd52536.combine_file__09vlzh3l",
         "repo": "swesmith/oauthlib__oauthlib.1fd52536",
-        "patch": "diff --git a/oauthlib/common.py b/oauthlib/common.py\n--- a/oauthlib/common.py\n+++ b/oauthlib/common.py\n@@ -1 +1 @@\n-good\n+bad\n",
+        "patch": "diff --git a/oauthlib/common.py b/oauthlib/common.py\n--- a/oauthlib/common.py\n+++ b/oauthlib/common.py\n@@ -1 +1 @@\n-good\n+bad\n",  # noqa: E501
         "FAIL_TO_PASS": ["tests/test_common.py::ParametersTest::test_urldecode"],
         "PASS_TO_PASS": ["tests/test_common.py::ParametersTest::test_extract_params"],
         "created_at": "2025-03-14T00:00:00",

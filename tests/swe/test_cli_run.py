@@ -50,8 +50,18 @@ def sample_images(docker_image: str) -> list[str]:
 def _check_run(tmp_path: Path, backend: str, agent: str, expected: float) -> None:
     report, traj = tmp_path / f"{agent}.json", tmp_path / f"{agent}.jsonl"
     done = _cli(
-        tmp_path, "bundled", "--backend", backend, "--agent", agent, "-j", "2",
-        "--report", str(report), "--trajectories", str(traj),
+        tmp_path,
+        "bundled",
+        "--backend",
+        backend,
+        "--agent",
+        agent,
+        "-j",
+        "2",
+        "--report",
+        str(report),
+        "--trajectories",
+        str(traj),
     )
     assert done.returncode == 0, done.stderr
     document = json.loads(report.read_text())
@@ -62,15 +72,20 @@ def _check_run(tmp_path: Path, backend: str, agent: str, expected: float) -> Non
     assert sorted(r["task_id"] for r in records) == sorted(t["task_id"] for t in document["tasks"])
     for record in records:
         assert record["reward"] == expected
-        assert record["tests"]["output"] and record["tests"]["status"]
-        assert record["backend"] == backend and record["agent"] == agent
+        assert record["tests"]["output"]
+        assert record["tests"]["status"]
+        assert record["backend"] == backend
+        assert record["agent"] == agent
         if agent == "oracle":
-            assert record["patch"].startswith("diff --git") and record["reason"] == "resolved"
+            assert record["patch"].startswith("diff --git")
+            assert record["reason"] == "resolved"
             assert record["actions"][0]["action"] == "apply_patch"
         else:
-            assert record["patch"] == "" and record["reason"].startswith("tests failed: ")
-    assert "10 task(s)" in done.stdout and "reward" in done.stdout.splitlines()[0]
-    assert f"[10/10]" in done.stderr  # progress, one line per task when not a terminal
+            assert record["patch"] == ""
+            assert record["reason"].startswith("tests failed: ")
+    assert "10 task(s)" in done.stdout
+    assert "reward" in done.stdout.splitlines()[0]
+    assert "[10/10]" in done.stderr  # progress, one line per task when not a terminal
 
 
 @pytest.mark.slow
@@ -83,7 +98,9 @@ def test_bundled_tasks_on_local(tmp_path: Path, agent: str, expected: float) -> 
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
-def test_bundled_tasks_on_docker(tmp_path: Path, sample_images: list[str], agent: str, expected: float) -> None:
+def test_bundled_tasks_on_docker(
+    tmp_path: Path, sample_images: list[str], agent: str, expected: float
+) -> None:
     _check_run(tmp_path, "docker", agent, expected)
 
 
@@ -91,14 +108,27 @@ def test_smoke_mode_writes_graph_planner_report(tmp_path: Path) -> None:
     entry = tmp_path / "r2e_ds.json"
     entry.write_text(json.dumps(load_rows("bundled:r2e")[0]))
     report = tmp_path / "smoke_report.json"
-    done = _cli(tmp_path, "--backend", "local", "--ds-json", str(entry), "--max-steps", "6",
-                "--report", str(report), "--quiet")
+    done = _cli(
+        tmp_path,
+        "--backend",
+        "local",
+        "--ds-json",
+        str(entry),
+        "--max-steps",
+        "6",
+        "--report",
+        str(report),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     smoke = json.loads(report.read_text())
     assert set(smoke) >= {"reward", "done", "steps", "trajectory", "last_info", "tests", "patch"}
-    assert smoke["reward"] == 1.0 and smoke["done"] is True and smoke["steps"] == 1
+    assert smoke["reward"] == 1.0
+    assert smoke["done"] is True
+    assert smoke["steps"] == 1
     assert set(smoke["trajectory"][0]) == {"step", "phase", "action", "info"}
-    assert smoke["tests"]["passed"] is True and smoke["patch"].startswith("diff --git")
+    assert smoke["tests"]["passed"] is True
+    assert smoke["patch"].startswith("diff --git")
 
 
 def test_bad_rows_are_skipped_and_named(tmp_path: Path) -> None:
@@ -106,30 +136,59 @@ def test_bad_rows_are_skipped_and_named(tmp_path: Path) -> None:
     bad = {**rows[0], "instance_id": "broken-1", "FAIL_TO_PASS": "[oops"}
     source = tmp_path / "tasks.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in [bad, *rows]) + "\n")
-    done = _cli(tmp_path, str(source), "--agent", "null", "--quiet", "--report", str(tmp_path / "r.json"))
+    done = _cli(
+        tmp_path, str(source), "--agent", "null", "--quiet", "--report", str(tmp_path / "r.json")
+    )
     assert done.returncode == 0, done.stderr
     assert "row 0 (instance_id=broken-1), field 'FAIL_TO_PASS': not valid JSON" in done.stderr
     document = json.loads((tmp_path / "r.json").read_text())
-    assert document["summary"]["tasks"] == 1 and len(document["skipped_rows"]) == 1
+    assert document["summary"]["tasks"] == 1
+    assert len(document["skipped_rows"]) == 1
 
 
 def test_scripted_agent_from_a_script_file(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({
-        "*": [{"tool": "submit", "args": {}}],
-        "pager__dfbfc9f5d176": [
-            {"tool": "bash", "args": {"command": "grep -n '// per_page + 1' pager/pages.py"}},
-            {"tool": "str_replace_editor", "args": {
-                "command": "str_replace", "path": "pager/pages.py",
-                "old_str": "total // per_page + 1", "new_str": "-(-total // per_page)"}},
-            {"tool": "submit", "args": {}},
-        ],
-    }))
+    script.write_text(
+        json.dumps(
+            {
+                "*": [{"tool": "submit", "args": {}}],
+                "pager__dfbfc9f5d176": [
+                    {
+                        "tool": "bash",
+                        "args": {"command": "grep -n '// per_page + 1' pager/pages.py"},
+                    },
+                    {
+                        "tool": "str_replace_editor",
+                        "args": {
+                            "command": "str_replace",
+                            "path": "pager/pages.py",
+                            "old_str": "total // per_page + 1",
+                            "new_str": "-(-total // per_page)",
+                        },
+                    },
+                    {"tool": "submit", "args": {}},
+                ],
+            }
+        )
+    )
     report = tmp_path / "r.json"
-    done = _cli(tmp_path, "bundled:r2e", "--agent", "scripted", "--script", str(script),
-                "--select", "pager__dfbfc9f5d176,csvline__c2144404831e", "--quiet", "--report", str(report))
+    done = _cli(
+        tmp_path,
+        "bundled:r2e",
+        "--agent",
+        "scripted",
+        "--script",
+        str(script),
+        "--select",
+        "pager__dfbfc9f5d176,csvline__c2144404831e",
+        "--quiet",
+        "--report",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
-    rewards = {t["task_id"]: (t["reward"], t["steps"]) for t in json.loads(report.read_text())["tasks"]}
+    rewards = {
+        t["task_id"]: (t["reward"], t["steps"]) for t in json.loads(report.read_text())["tasks"]
+    }
     assert rewards == {"pager__dfbfc9f5d176": (1.0, 3), "csvline__c2144404831e": (0.0, 1)}
 
 
@@ -139,10 +198,30 @@ def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = 
     env = {**_env(tmp_path), **(extra_env or {})}
     run_id = f"ctrlc-{os.getpid()}-{backend}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled:r2e", "--backend", backend,
-         "--agent", "scripted", "--script", str(script), "-j", "2", "--run-id", run_id,
-         "--step-timeout", "200", "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.cli",
+            "run",
+            "bundled:r2e",
+            "--backend",
+            backend,
+            "--agent",
+            "scripted",
+            "--script",
+            str(script),
+            "-j",
+            "2",
+            "--run-id",
+            run_id,
+            "--step-timeout",
+            "200",
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -168,7 +247,9 @@ def _open(tmp_path: Path, backend: str, run_id: str) -> int:
 
     client = docker.from_env()
     try:
-        found = client.containers.list(all=True, filters={"label": f"sandbox-runtime.run-id={run_id}"})
+        found = client.containers.list(
+            all=True, filters={"label": f"sandbox-runtime.run-id={run_id}"}
+        )
         return len(found)
     finally:
         client.close()

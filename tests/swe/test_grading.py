@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.swe import Task, TaskFormat, grade
 from sandbox_runtime.swe.agents import Budget, NullAgent, OracleAgent
 from tests.swe.conftest import open_prepared, task_named
@@ -11,12 +12,14 @@ from tests.swe.conftest import open_prepared, task_named
 NO_PYTEST = {"PYTHONPATH": "../root/nopytest"}
 
 
-def _hide_pytest(sandbox) -> None:
+def _hide_pytest(sandbox: SandboxRuntime) -> None:
     sandbox.write_text("/root/nopytest/pytest.py", "raise ImportError('hidden for the test')\n")
 
 
 @pytest.mark.parametrize("fmt", ["r2e", "swebench"])
-def test_oracle_resolves_and_null_fails_with_failed_tests(bundled_tasks, fmt) -> None:
+def test_oracle_resolves_and_null_fails_with_failed_tests(
+    bundled_tasks: list[Task], fmt: str
+) -> None:
     task = task_named(bundled_tasks, "pager", fmt)
     with open_prepared(task) as sandbox:
         assert sandbox.read_text("/root/run_tests.sh") if fmt == "r2e" else True
@@ -29,25 +32,27 @@ def test_oracle_resolves_and_null_fails_with_failed_tests(bundled_tasks, fmt) ->
         OracleAgent().run(task, sandbox, Budget())
         resolved = grade(task, sandbox)
     assert (resolved.reward, resolved.reason) == (1.0, "resolved")
-    assert resolved.status_map and all(v == "PASSED" for v in resolved.status_map.values())
+    assert resolved.status_map
+    assert all(v == "PASSED" for v in resolved.status_map.values())
     assert "passed" in resolved.test_output
 
 
 @pytest.mark.parametrize("fmt", ["r2e", "swebench"])
-def test_unittest_fallback_without_pytest(bundled_tasks, fmt) -> None:
+def test_unittest_fallback_without_pytest(bundled_tasks: list[Task], fmt: str) -> None:
     task = task_named(bundled_tasks, "csvline", fmt).model_copy(update={"env": NO_PYTEST})
     with open_prepared(task) as sandbox:
         _hide_pytest(sandbox)
         failed = grade(task, sandbox)
         OracleAgent().run(task, sandbox, Budget())
         passed = grade(task, sandbox)
-    assert failed.reward == 0.0 and "test_trailing_empty_field" in failed.reason
+    assert failed.reward == 0.0
+    assert "test_trailing_empty_field" in failed.reason
     assert "short test summary" not in passed.test_output  # unittest really ran
     assert " ... ok" in passed.test_output
     assert (passed.reward, passed.reason) == (1.0, "resolved")
 
 
-def test_timeout_gives_zero_and_says_so(bundled_tasks) -> None:
+def test_timeout_gives_zero_and_says_so(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "eventhub", "r2e")
     with open_prepared(task) as sandbox:
         sandbox.write_text("/root/run_tests.sh", "sleep 30\n")
@@ -55,7 +60,7 @@ def test_timeout_gives_zero_and_says_so(bundled_tasks) -> None:
     assert (result.reward, result.reason) == (0.0, "tests timed out after 1s")
 
 
-def test_a_run_without_results_is_a_test_error(bundled_tasks) -> None:
+def test_a_run_without_results_is_a_test_error(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "eventhub", "r2e")
     with open_prepared(task) as sandbox:
         sandbox.write_text("/root/run_tests.sh", "echo 'collection exploded' >&2; exit 4\n")
@@ -65,7 +70,7 @@ def test_a_run_without_results_is_a_test_error(bundled_tasks) -> None:
     assert "collection exploded" in result.test_output
 
 
-def test_patch_and_test_patch_failures(bundled_tasks) -> None:
+def test_patch_and_test_patch_failures(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "pricing", "swebench")
     with open_prepared(task) as sandbox:
         rejected = grade(task, sandbox, patch_error="error: patch failed: a.py:3")
@@ -78,7 +83,7 @@ def test_patch_and_test_patch_failures(bundled_tasks) -> None:
     assert (no_tests.reward, no_tests.reason) == (0.0, "test patch did not apply")
 
 
-def test_row_eval_script_is_used_with_markers(bundled_tasks) -> None:
+def test_row_eval_script_is_used_with_markers(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "versionkit", "swebench")
     script = (
         "echo '>>>>> Start Test Output'\n"
@@ -95,13 +100,15 @@ def test_row_eval_script_is_used_with_markers(bundled_tasks) -> None:
     )
     with open_prepared(task) as sandbox:
         result = grade(only_one, sandbox)
-        timed = grade(only_one.model_copy(update={"eval_script": "echo '>>>>> Tests Timed Out'"}), sandbox)
+        timed = grade(
+            only_one.model_copy(update={"eval_script": "echo '>>>>> Tests Timed Out'"}), sandbox
+        )
     assert (result.reward, result.reason) == (1.0, "resolved")
     assert "outside/markers.py::ignored" not in result.status_map
     assert timed.reason.startswith("test error: the evaluation script reported")
 
 
-def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks) -> None:
+def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks: list[Task]) -> None:
     sample = task_named(bundled_tasks, "pager", "swebench")
     with open_prepared(sample) as sandbox:
         # Make the image's state the clean one (fix and tests committed), as SWE-smith's are.
@@ -127,5 +134,6 @@ def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks) -> None:
         buggy = grade(task, sandbox)
         OracleAgent().run(task, sandbox, Budget())
         fixed = grade(task, sandbox)
-    assert buggy.reward == 0.0 and "test_exact_multiple" in buggy.reason
+    assert buggy.reward == 0.0
+    assert "test_exact_multiple" in buggy.reason
     assert (fixed.reward, fixed.reason) == (1.0, "resolved")

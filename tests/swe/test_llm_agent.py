@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
-from sandbox_runtime.swe import grade
+from sandbox_runtime.swe import Task, grade
 from sandbox_runtime.swe.agents import Budget
 from sandbox_runtime.swe.agents.llm import LLMAgent, LLMConfig
 from tests.swe.conftest import open_prepared, task_named
@@ -52,7 +52,9 @@ class FakeChat:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 chat.requests.append(body)
                 chat.auth.append(self.headers.get("Authorization", ""))
-                message = chat.replies.pop(0) if chat.replies else {"role": "assistant", "content": "..."}
+                message = (
+                    chat.replies.pop(0) if chat.replies else {"role": "assistant", "content": "..."}
+                )
                 payload = json.dumps(
                     {
                         "id": f"chatcmpl-{len(chat.requests)}",
@@ -63,7 +65,9 @@ class FakeChat:
                             {
                                 "index": 0,
                                 "message": message,
-                                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                                "finish_reason": "tool_calls"
+                                if message.get("tool_calls")
+                                else "stop",
                             }
                         ],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
@@ -95,18 +99,27 @@ class FakeChat:
 
 
 @pytest.fixture
-def config() -> Iterator[Any]:
+def config() -> Callable[[str], LLMConfig]:
     def make(url: str) -> LLMConfig:
-        return LLMConfig(base_url=url, model="scripted-model", api_key=SecretStr(SECRET), max_retries=0)
+        return LLMConfig(
+            base_url=url, model="scripted-model", api_key=SecretStr(SECRET), max_retries=0
+        )
 
-    yield make
+    return make
 
 
-def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks, config) -> None:
+def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks: list[Task], config: Any) -> None:
     task = task_named(bundled_tasks, "csvline", "swebench")
     replies = [
         _tool_reply([("bash", {"command": "grep -n 'if field' csvline/core.py"})], "Looking."),
-        _tool_reply([("str_replace_editor", {"command": "view", "path": "csvline/core.py", "view_range": [28, 31]})]),
+        _tool_reply(
+            [
+                (
+                    "str_replace_editor",
+                    {"command": "view", "path": "csvline/core.py", "view_range": [28, 31]},
+                )
+            ]
+        ),
         {"role": "assistant", "content": "I think I know."},  # no tool call: costs a step
         _tool_reply(
             [
@@ -128,8 +141,16 @@ def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks, config) -> No
         result = agent.run(task, sandbox, Budget(max_steps=10))
         patch = sandbox.diff()
         graded = grade(task, sandbox)
-    assert result.submitted and result.stop_reason == "submitted" and result.error is None
-    assert [s.action for s in result.steps] == ["bash", "str_replace_editor", "message", "str_replace_editor", "submit"]
+    assert result.submitted
+    assert result.stop_reason == "submitted"
+    assert result.error is None
+    assert [s.action for s in result.steps] == [
+        "bash",
+        "str_replace_editor",
+        "message",
+        "str_replace_editor",
+        "submit",
+    ]
     assert "if field:" in result.steps[0].output
     assert "\t    if field:" in result.steps[1].output
     assert result.usage == {"prompt_tokens": 40, "completion_tokens": 20, "total_tokens": 60}
@@ -137,22 +158,31 @@ def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks, config) -> No
     assert "-    if field:" in patch
     # The protocol as the server saw it: tools offered, results fed back, the key sent only as auth.
     first, last = chat.requests[0], chat.requests[-1]
-    assert {t["function"]["name"] for t in first["tools"]} == {"bash", "str_replace_editor", "submit"}
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "bash",
+        "str_replace_editor",
+        "submit",
+    }
     assert "split_row drops the last field" in first["messages"][1]["content"]
     assert any(m["role"] == "tool" and m["tool_call_id"] == "call_0" for m in last["messages"])
     assert chat.auth[0] == f"Bearer {SECRET}"
-    assert SECRET not in repr(agent) and SECRET not in repr(agent.config)
+    assert SECRET not in repr(agent)
+    assert SECRET not in repr(agent.config)
     assert SECRET not in json.dumps([s.to_dict() for s in result.steps])
 
 
-def test_step_limit_and_bad_arguments(bundled_tasks, config) -> None:
+def test_step_limit_and_bad_arguments(bundled_tasks: list[Task], config: Any) -> None:
     task = task_named(bundled_tasks, "pager", "r2e")
     bad = {
         "role": "assistant",
         "content": "",
-        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{oops"}}],
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{oops"}}
+        ],
     }
-    replies = [bad, _tool_reply([("nope", {})])] + [_tool_reply([("bash", {"command": "true"})])] * 5
+    replies = [bad, _tool_reply([("nope", {})])] + [
+        _tool_reply([("bash", {"command": "true"})])
+    ] * 5
     with FakeChat(replies) as chat, open_prepared(task) as sandbox:
         result = LLMAgent(config(chat.url)).run(task, sandbox, Budget(max_steps=3))
     assert not result.submitted
@@ -162,11 +192,12 @@ def test_step_limit_and_bad_arguments(bundled_tasks, config) -> None:
     assert len(chat.requests) == 3
 
 
-def test_unreachable_endpoint_is_an_agent_error(bundled_tasks, config) -> None:
+def test_unreachable_endpoint_is_an_agent_error(bundled_tasks: list[Task], config: Any) -> None:
     task = task_named(bundled_tasks, "pager", "r2e")
     with FakeChat([]) as chat:
         url = chat.url
     with open_prepared(task) as sandbox:
         result = LLMAgent(config(url)).run(task, sandbox, Budget(max_steps=3))
-    assert result.error is not None and result.error.startswith("model request failed: APIConnectionError")
+    assert result.error is not None
+    assert result.error.startswith("model request failed: APIConnectionError")
     assert SECRET not in result.error

@@ -66,7 +66,8 @@ def test_r2e_collection_error_gets_the_empty_key() -> None:
     log = "=== short test summary info ===\nERROR r2e_tests/test_1.py - ImportError: no mod\n"
     assert parse_pytest_r2e(log) == {"": "ERROR"}
     reward, differing = r2e_reward({"": "ERROR"}, {"test_a": "PASSED"})
-    assert reward == 0.0 and differing == ["test_a"]
+    assert reward == 0.0
+    assert differing == ["test_a"]
 
 
 def test_colour_codes_are_removed() -> None:
@@ -127,15 +128,44 @@ P2P = ["t.py::test_old", "t.py::test_skipped"]
 @pytest.mark.parametrize(
     ("status", "resolved"),
     [
-        ({"t.py::test_fix": "PASSED", "t.py::test_old": "PASSED", "t.py::test_skipped": "SKIPPED"}, True),
-        ({"t.py::test_fix": "XFAIL", "t.py::test_old": "PASSED", "t.py::test_skipped": "PASSED"}, True),
-        ({"t.py::test_fix": "FAILED", "t.py::test_old": "PASSED", "t.py::test_skipped": "PASSED"}, False),
-        ({"t.py::test_fix": "PASSED", "t.py::test_old": "ERROR", "t.py::test_skipped": "PASSED"}, False),
-        ({"t.py::test_fix": "SKIPPED", "t.py::test_old": "PASSED", "t.py::test_skipped": "PASSED"}, False),
+        (
+            {
+                "t.py::test_fix": "PASSED",
+                "t.py::test_old": "PASSED",
+                "t.py::test_skipped": "SKIPPED",
+            },
+            True,
+        ),
+        (
+            {"t.py::test_fix": "XFAIL", "t.py::test_old": "PASSED", "t.py::test_skipped": "PASSED"},
+            True,
+        ),
+        (
+            {
+                "t.py::test_fix": "FAILED",
+                "t.py::test_old": "PASSED",
+                "t.py::test_skipped": "PASSED",
+            },
+            False,
+        ),
+        (
+            {"t.py::test_fix": "PASSED", "t.py::test_old": "ERROR", "t.py::test_skipped": "PASSED"},
+            False,
+        ),
+        (
+            {
+                "t.py::test_fix": "SKIPPED",
+                "t.py::test_old": "PASSED",
+                "t.py::test_skipped": "PASSED",
+            },
+            False,
+        ),
         ({"t.py::test_old": "PASSED", "t.py::test_skipped": "PASSED"}, False),
     ],
 )
-def test_swebench_rule_same_with_and_without_the_package(status: dict, resolved: bool) -> None:
+def test_swebench_rule_same_with_and_without_the_package(
+    status: dict[str, str], resolved: bool
+) -> None:
     assert _swebench.installed(), "the test extra installs swebench"
     with_package = _swebench.evaluate(status, F2P, P2P)
     without = _swebench._evaluate_core(status, F2P, P2P, None)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,8 @@ def test_r2e_row_gives_gold_patch_expected_output_and_id() -> None:
     assert task.repo == "orange3"
     assert task.image == fx.r2e_row()["docker_image"]
     assert task.gold_patch == fx.GOLD_PATCH
-    assert "tests/test_core.py" in task.test_patch and "stats/core.py" not in task.test_patch
+    assert "tests/test_core.py" in task.test_patch
+    assert "stats/core.py" not in task.test_patch
     assert task.expected_output == {"test_mean": "PASSED", "TestStats.test_var": "PASSED"}
     assert task.task_id == "orange3__0f9e8d7c6b5a"
     assert task.base_commit == "8f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6"
@@ -26,7 +28,9 @@ def test_r2e_row_gives_gold_patch_expected_output_and_id() -> None:
 def test_swebench_row_lists_from_json_text_and_default_image() -> None:
     task = parse_row(fx.swebench_row())
     assert task.format is TaskFormat.SWEBENCH
-    assert task.fail_to_pass == ("test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE",)
+    assert task.fail_to_pass == (
+        "test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE",
+    )
     assert len(task.pass_to_pass) == 2
     assert task.version == "2.4"
     assert task.image == "swebench/sweb.eval.x86_64.psf_1776_requests-2317:latest"
@@ -45,6 +49,7 @@ def test_swebench_row_with_newer_harness_fields_and_list_values() -> None:
     }
     task = parse_row(row)
     assert task.fail_to_pass == ("a.py::t",)
+    assert task.image is not None
     assert task.image.endswith(":v2")
     assert task.eval_script == "#!/bin/bash\necho hi\n"
     assert task.log_parser == "parse_log_requests"
@@ -93,15 +98,27 @@ def test_jsonl_task_without_grading_data_is_plain() -> None:
     [
         ({**fx.swebench_row(), "FAIL_TO_PASS": "[not json"}, "FAIL_TO_PASS", "not valid JSON"),
         ({**fx.swebench_row(), "PASS_TO_PASS": '{"a": 1}'}, "PASS_TO_PASS", "list of test ids"),
-        ({k: v for k, v in fx.swebench_row().items() if k != "base_commit"}, "base_commit", "required"),
+        (
+            {k: v for k, v in fx.swebench_row().items() if k != "base_commit"},
+            "base_commit",
+            "required",
+        ),
         ({**fx.r2e_row(), "expected_output_json": "[1, 2]"}, "expected_output_json", "JSON object"),
-        ({**fx.r2e_row(), "parsed_commit_content": '{"file_diffs": 3}'}, "parsed_commit_content", "ParsedCommit"),
+        (
+            {**fx.r2e_row(), "parsed_commit_content": '{"file_diffs": 3}'},
+            "parsed_commit_content",
+            "ParsedCommit",
+        ),
         ({**fx.r2e_row(), "docker_image": None}, "docker_image", "string"),
         ({**fx.swesmith_row(), "FAIL_TO_PASS": [1, 2]}, "FAIL_TO_PASS", "list of test ids"),
-        ({**fx.jsonl_row(None), "sandbox": {"docker_image": "x", "mount": {}}}, "sandbox.mount", "Extra"),
+        (
+            {**fx.jsonl_row(None), "sandbox": {"docker_image": "x", "mount": {}}},
+            "sandbox.mount",
+            "Extra",
+        ),
     ],
 )
-def test_malformed_rows_name_row_and_field(row: dict, field: str, fragment: str) -> None:
+def test_malformed_rows_name_row_and_field(row: dict[str, Any], field: str, fragment: str) -> None:
     with pytest.raises(TaskError) as info:
         parse_row(row, index=7)
     assert info.value.field == field
@@ -132,7 +149,11 @@ def test_one_bad_row_never_loses_the_others() -> None:
         fx.swebench_row(),  # duplicate id
     ]
     result = read_rows(rows)  # type: ignore[arg-type]
-    assert [t.format for t in result.tasks] == [TaskFormat.R2E, TaskFormat.SWEBENCH, TaskFormat.SWESMITH]
+    assert [t.format for t in result.tasks] == [
+        TaskFormat.R2E,
+        TaskFormat.SWEBENCH,
+        TaskFormat.SWESMITH,
+    ]
     assert [(e.row.split(" ")[1], e.field) for e in result.errors] == [
         ("1", "FAIL_TO_PASS"),
         ("3", ""),
@@ -144,7 +165,7 @@ def test_one_bad_row_never_loses_the_others() -> None:
 def test_task_is_frozen() -> None:
     task = parse_row(fx.swebench_row())
     with pytest.raises(Exception, match="frozen"):
-        task.repo = "x"  # type: ignore[misc]
+        task.repo = "x"
     assert isinstance(task, Task)
 
 

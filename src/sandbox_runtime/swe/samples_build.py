@@ -13,8 +13,10 @@ Where a published field cannot mean anything for a sample, the choice is stated 
   commit that we do not reproduce); ``num_non_test_func_methods`` counts the distinct
   functions named in the fix's hunk headers; ``prompt`` (the prompt R2E-Gym used to write
   the issue with an LLM) is empty, since our issues are written by hand.
-* ``execution_result_content`` follows R2E-Gym's ``ExecutionResult`` model, with the test
-  outputs of the two runs and setup fields describing a setup that did nothing.
+* ``execution_result_content`` follows R2E-Gym's ``ExecutionResult`` model, with the short
+  test summaries of the two runs (full logs name host paths and timings, which would make
+  the rows differ from machine to machine) and setup fields describing a setup that did
+  nothing.
 * SWE-bench ``docker_image`` is R2E-Gym's extension of SWE-bench rows; it names the sample's
   locally built image.  ``hints_text`` is empty and ``environment_setup_commit`` is the
   base commit (the environment needs no other).
@@ -124,10 +126,10 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         "setup_res_stdout": "",
         "setup_res_stderr": "",
         "new_commit_res_code": new_code,
-        "new_commit_res_stdout": new_out,
+        "new_commit_res_stdout": _summary(new_out),
         "new_commit_res_stderr": "",
         "old_commit_res_code": old_code,
-        "old_commit_res_stdout": old_out,
+        "old_commit_res_stdout": _summary(old_out),
         "old_commit_res_stderr": "",
     }
     r2e = {
@@ -162,6 +164,13 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         "docker_image": sample.image,
     }
     return r2e, swebench
+
+
+def _summary(output: str) -> str:
+    """The run's pytest short summary only: the rest names host paths and timings."""
+    tail = output.split("short test summary info", 1)[-1]
+    lines = [ln for ln in tail.splitlines() if ln.startswith(("PASSED ", "FAILED ", "ERROR "))]
+    return "=== short test summary info ===\n" + "\n".join(lines) + "\n"
 
 
 def _patch_paths(patch: str) -> list[str]:
