@@ -1,0 +1,5 @@
+"""Pagination arithmetic."""
+
+from pager.pages import page_bounds, page_count
+
+__all__ = ["page_bounds", "page_count"]

@@ -1,0 +1,5 @@
+"""Money helpers."""
+
+from pricing.money import format_price, total
+
+__all__ = ["format_price", "total"]

@@ -1,0 +1,5 @@
+"""Semantic-ish version numbers."""
+
+from versionkit.version import Version, latest
+
+__all__ = ["Version", "latest"]

@@ -1,0 +1,273 @@
+"""Subcommands ``run`` and ``tasks``.
+
+``sandbox-runtime run TASKS --backend B --agent A -j N --report report.json --trajectories
+t.jsonl`` is the main job (see :mod:`sandbox_runtime.swe.runner`); ``--ds-json ENTRY`` runs
+one dataset entry as a smoke test and writes the report in Graph Planner's shape.
+``sandbox-runtime tasks`` lists, converts and exports task sets and builds sample images.
+
+Imports here stay light: the runner, the agents and the optional packages load when a
+command runs, not when the CLI is assembled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["register"]
+
+_EPILOG = """\
+task sources: bundled | bundled:r2e | bundled:swebench | FILE.json/.jsonl/.parquet | hf:NAME[:SPLIT]
+example:      sandbox-runtime run bundled --backend local --agent oracle -j 2 --report report.json
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run`` and ``tasks`` to the top-level parser."""
+    run = subparsers.add_parser(
+        "run",
+        help="run SWE tasks: a fresh sandbox per task, an agent, grading by the task's tests",
+        description="Run SWE tasks in parallel sandboxes and grade them (reward 0 or 1).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("tasks", nargs="*", metavar="TASKS", help="task sources (see below)")
+    run.add_argument("--ds-json", metavar="FILE", help="smoke mode: one dataset entry (JSON)")
+    run.add_argument("--backend", default="local", help="sandbox backend (default: local)")
+    run.add_argument("--agent", default="oracle", help="oracle | null | scripted | llm")
+    run.add_argument("-j", "--jobs", type=int, default=1, help="tasks run at once")
+    run.add_argument("--report", type=Path, help="write the JSON report here")
+    run.add_argument("--trajectories", type=Path, help="write one JSONL record per task here")
+    run.add_argument("--format", choices=["r2e", "swebench", "swesmith", "jsonl"])
+    run.add_argument("--split", default="train", help="split of a Hugging Face dataset")
+    run.add_argument("--select", action="append", metavar="IDS", help="only these task ids")
+    run.add_argument("--sort-by-image", action="store_true", help="order tasks by image")
+    run.add_argument("--limit", type=int, help="only the first N tasks (after sorting)")
+    run.add_argument("--max-steps", type=int, help="step limit of the agent")
+    run.add_argument("--step-timeout", type=float, default=120.0, help="seconds per command")
+    run.add_argument("--time-limit", type=float, help="seconds per task for the agent")
+    run.add_argument("--test-timeout", type=float, default=300.0, help="seconds for the tests")
+    run.add_argument("--run-id", help="label grouping this run's sandboxes")
+    run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
+    run.add_argument("--script", type=Path, help="scripted agent: JSON script of tool calls")
+    run.add_argument("--base-url", help="llm agent: OpenAI-compatible endpoint")
+    run.add_argument("--model", help="llm agent: model name")
+    run.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="llm agent: environment variable holding the API key (never a flag value)",
+    )
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--quiet", action="store_true", help="no progress and no table")
+    run.set_defaults(handler=_run)
+
+    tasks = subparsers.add_parser("tasks", help="list, convert and export SWE task sets")
+    sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
+    show = sub.add_parser("list", help="read a task source and list its tasks and bad rows")
+    show.add_argument("source")
+    show.add_argument("--format", choices=["r2e", "swebench", "swesmith", "jsonl"])
+    show.add_argument("--split", default="train")
+    show.set_defaults(handler=_tasks_list)
+    convert = sub.add_parser("convert", help="write a source's good rows as JSONL")
+    convert.add_argument("source")
+    convert.add_argument("--out", type=Path, required=True)
+    convert.add_argument("--split", default="train")
+    convert.add_argument("--sort-by-image", action="store_true")
+    convert.add_argument("--limit", type=int)
+    convert.set_defaults(handler=_tasks_convert)
+    rllm = sub.add_parser("rllm", help="write rLLM's <split>.parquet and <split>_verl.parquet")
+    rllm.add_argument("source")
+    rllm.add_argument("--out", type=Path, required=True, help="directory (rLLM's <name> dir)")
+    rllm.add_argument("--split", default="train", help="split name of the written files")
+    rllm.add_argument("--sort-by-image", action="store_true")
+    rllm.add_argument("--limit", type=int)
+    rllm.set_defaults(handler=_tasks_rllm)
+    build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
+    build.add_argument("--base-image", help="base with python3, git and bash")
+    build.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    build.set_defaults(handler=_tasks_build)
+    where = sub.add_parser("path", help="print where the bundled task files are")
+    where.set_defaults(handler=_tasks_path)
+    tasks.set_defaults(handler=lambda _args: (tasks.print_help(), 2)[1])
+
+
+def _load(sources: list[str], fmt: str | None, split: str) -> tuple[list[Any], list[Any]]:
+    from sandbox_runtime.swe.dataset import load_rows
+    from sandbox_runtime.swe.rows import read_rows
+
+    tasks: list[Any] = []
+    errors: list[Any] = []
+    for source in sources:
+        base = Path(source).parent if Path(source).exists() else None
+        result = read_rows(load_rows(source, split=split), format=fmt, base_dir=base)
+        tasks += result.tasks
+        errors += result.errors
+    return tasks, errors
+
+
+def _agent_factory(args: argparse.Namespace) -> Any:
+    from sandbox_runtime.swe.agents import make_agent
+
+    options: dict[str, Any] = {}
+    if args.agent == "scripted":
+        options["script"] = args.script
+    if args.agent == "llm":
+        from pydantic import SecretStr
+
+        from sandbox_runtime.swe.agents.llm import LLMConfig
+
+        if not args.base_url or not args.model:
+            raise SystemExit("run: the llm agent needs --base-url and --model")
+        options["config"] = LLMConfig(
+            base_url=args.base_url,
+            model=args.model,
+            api_key=SecretStr(os.environ.get(args.api_key_env, "EMPTY")),
+            temperature=args.temperature,
+            request_timeout=max(args.step_timeout, 30.0),
+        )
+    make_agent(args.agent, **options)  # fail before any sandbox starts
+    return lambda: make_agent(args.agent, **options)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sandbox_runtime.errors import SandboxError
+    from sandbox_runtime.swe.dataset import DatasetError, select_tasks
+    from sandbox_runtime.swe.progress import Progress
+    from sandbox_runtime.swe.report import (
+        TaskOutcome,
+        smoke_report,
+        summary_table,
+        write_report,
+        write_trajectory,
+    )
+    from sandbox_runtime.swe.runner import Runner, RunOptions
+
+    sources = list(args.tasks) + ([args.ds_json] if args.ds_json else [])
+    if not sources:
+        print("run: give a task source (e.g. 'bundled') or --ds-json FILE", file=sys.stderr)
+        return 2
+    try:
+        tasks, errors = _load(sources, args.format, args.split)
+        ids = [i for chunk in args.select or [] for i in chunk.split(",") if i]
+        tasks = select_tasks(
+            tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
+        )
+        agent_factory = _agent_factory(args)
+    except (DatasetError, SandboxError) as exc:
+        print(f"run: {exc}", file=sys.stderr)
+        return 2
+    for error in errors:
+        print(f"skipped {error}", file=sys.stderr)
+    if not tasks:
+        print("run: no task to run", file=sys.stderr)
+        return 2
+
+    trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
+    progress = Progress(len(tasks), enabled=not args.quiet)
+
+    def done(outcome: TaskOutcome) -> None:
+        progress.update(
+            outcome.task_id, outcome.reward, outcome.reason, outcome.total_time, bool(outcome.error)
+        )
+        if trajectories is not None:
+            write_trajectory(trajectories, outcome)
+
+    options = RunOptions(
+        backend=args.backend,
+        jobs=args.jobs,
+        max_steps=args.max_steps,
+        step_timeout=args.step_timeout,
+        time_limit=args.time_limit,
+        test_timeout=args.test_timeout,
+        run_id=args.run_id,
+        base_image=args.base_image,
+    )
+    runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        outcomes = runner.run()
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if trajectories is not None:
+            trajectories.close()
+    progress.close()
+    if not args.quiet:
+        print(summary_table(outcomes))
+    if args.report:
+        if args.ds_json and len(outcomes) == 1:
+            args.report.write_text(json.dumps(smoke_report(outcomes[0]), indent=2) + "\n")
+        else:
+            run_info = {
+                "run_id": runner.run_id,
+                "backend": args.backend,
+                "agent": args.agent,
+                "sources": sources,
+                "skipped_rows": [str(error) for error in errors],
+            }
+            write_report(args.report, run_info, outcomes)
+    return 1 if any(outcome.error for outcome in outcomes) else 0
+
+
+def _tasks_list(args: argparse.Namespace) -> int:
+    tasks, errors = _load([args.source], args.format, args.split)
+    for task in tasks:
+        print(f"{task.task_id}\t{task.format.value}\t{task.repo}\t{task.image or ''}")
+    for error in errors:
+        print(f"bad row: {error}", file=sys.stderr)
+    print(f"{len(tasks)} task(s), {len(errors)} bad row(s)", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _tasks_convert(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.dataset import select_tasks, write_jsonl
+
+    tasks, errors = _load([args.source], None, args.split)
+    tasks = select_tasks(tasks, sort_by_image=args.sort_by_image, limit=args.limit)
+    count = write_jsonl((task.source for task in tasks), args.out)
+    for error in errors:
+        print(f"bad row: {error}", file=sys.stderr)
+    print(f"wrote {count} row(s) to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _tasks_rllm(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.dataset import select_tasks, write_rllm_parquet
+
+    tasks, errors = _load([args.source], None, "train")
+    tasks = select_tasks(tasks, sort_by_image=args.sort_by_image, limit=args.limit)
+    plain, verl = write_rllm_parquet([t.source for t in tasks], args.out, split=args.split)
+    for error in errors:
+        print(f"bad row: {error}", file=sys.stderr)
+    print(f"wrote {len(tasks)} row(s) to {plain} and {verl}", file=sys.stderr)
+    return 0
+
+
+def _tasks_build(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.images import build_sample_image
+    from sandbox_runtime.swe.samples import sample_names
+
+    for name in sample_names():
+        print(build_sample_image(name, base=args.base_image, force=args.force))
+    return 0
+
+
+def _tasks_path(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.samples import bundled_rows_path
+
+    print(bundled_rows_path("r2e"))
+    print(bundled_rows_path("swebench"))
+    return 0

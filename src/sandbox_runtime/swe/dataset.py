@@ -1,0 +1,190 @@
+"""Dataset tools: load rows, pick and order them, write JSONL and rLLM's parquet pair.
+
+Sources (:func:`load_rows`):
+
+* ``bundled``, ``bundled:r2e``, ``bundled:swebench``: the samples shipped in the package;
+* a local ``.json`` (one row or a list), ``.jsonl`` or ``.parquet`` file (parquet needs
+  ``pyarrow``);
+* ``hf:NAME[:SPLIT]`` (or a bare ``owner/name`` that is not a file): a Hugging Face dataset
+  through ``datasets`` (``pip install 'sandbox-runtime[datasets]'``).  Without the package,
+  or without network access to the hub, :class:`DatasetError` says which.
+
+:func:`write_rllm_parquet` writes what rLLM's ``DatasetRegistry.register_dataset`` writes
+(``rllm/data/dataset.py``): ``<split>.parquet`` with the rows as they are, and
+``<split>_verl.parquet`` with ``prompt`` (``[{"role": "user", "content": "placeholder"}]``),
+``reward_model`` (``{"style": "rule", "ground_truth": None}``) and ``extra_info`` (the row).
+rLLM's SWE environment reads its task from ``extra_info``, so the rows must be the original
+ones (R2E-Gym or SWE-bench shaped), which is what :attr:`Task.source` keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.samples import bundled_rows_path
+from sandbox_runtime.swe.task import Task
+
+__all__ = [
+    "DatasetError",
+    "load_rows",
+    "select_tasks",
+    "write_jsonl",
+    "write_rllm_parquet",
+]
+
+Row = dict[str, Any]
+
+
+class DatasetError(SandboxError):
+    """A dataset source cannot be read (missing file, bad JSON, missing extra, no network)."""
+
+
+def _read_jsonl(path: Path) -> list[Row]:
+    rows: list[Row] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+    return rows
+
+
+def _read_parquet(path: Path) -> list[Row]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DatasetError(
+            f"reading {path} needs pyarrow: pip install 'sandbox-runtime[datasets]'"
+        ) from exc
+    rows: list[Row] = pq.read_table(path).to_pylist()
+    return rows
+
+
+def _read_hf(name: str, split: str) -> list[Row]:
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DatasetError(
+            f"loading the Hugging Face dataset {name!r} needs the datasets package: "
+            "pip install 'sandbox-runtime[datasets]'"
+        ) from exc
+    try:
+        data = datasets.load_dataset(name, split=split)
+    except Exception as exc:  # datasets raises many types for "not reachable / not found"
+        raise DatasetError(
+            f"cannot load the Hugging Face dataset {name!r} (split {split!r}): the hub is "
+            f"unreachable or the dataset does not exist ({type(exc).__name__}: {exc})"
+        ) from exc
+    return [dict(row) for row in data]
+
+
+def load_rows(source: str, *, split: str = "train") -> list[Row]:
+    """The rows of ``source`` (see the module docstring for the forms it takes)."""
+    if source == "bundled":
+        return load_rows("bundled:r2e") + load_rows("bundled:swebench")
+    if source.startswith("bundled:"):
+        try:
+            return _read_jsonl(bundled_rows_path(source.split(":", 1)[1]))
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from None
+    if source.startswith("hf:"):
+        name, _, hf_split = source[3:].partition(":")
+        return _read_hf(name, hf_split or split)
+    path = Path(source).expanduser()
+    if not path.exists():
+        if "/" in source and not source.startswith((".", "/", "~")) and source.count("/") == 1:
+            return _read_hf(source, split)
+        raise DatasetError(f"no such task file: {source}")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _read_jsonl(path)
+    if suffix == ".parquet":
+        return _read_parquet(path)
+    if suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}: not valid JSON: {exc.msg}") from None
+        return data if isinstance(data, list) else [data]
+    raise DatasetError(f"{path}: unknown file type (use .json, .jsonl or .parquet)")
+
+
+def select_tasks(
+    tasks: Sequence[Task],
+    *,
+    ids: Iterable[str] | None = None,
+    sort_by_image: bool = False,
+    limit: int | None = None,
+) -> list[Task]:
+    """Keep ``ids`` (in the given order of tasks), sort by image, then keep the first ``limit``.
+
+    Sorting by image first is how the training scripts of the seeds cut a dataset: tasks
+    that share an image run next to each other, and a truncated set needs fewer images.
+    Unknown ids raise :class:`DatasetError` naming them.
+    """
+    chosen = list(tasks)
+    if ids is not None:
+        wanted = list(dict.fromkeys(ids))
+        known = {task.task_id for task in chosen}
+        missing = [task_id for task_id in wanted if task_id not in known]
+        if missing:
+            raise DatasetError(f"no task with id {', '.join(missing)}")
+        keep = set(wanted)
+        chosen = [task for task in chosen if task.task_id in keep]
+    if sort_by_image:
+        chosen.sort(key=lambda task: (task.image or "", task.task_id))
+    if limit is not None:
+        chosen = chosen[: max(0, limit)]
+    return chosen
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path) -> int:
+    """Write rows as JSONL; returns how many."""
+    count = 0
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            count += 1
+    return count
+
+
+def verl_rows(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
+    """RLLM's ``apply_verl_postprocessing``: the verl-side rows wrapping each original row."""
+    return [
+        {
+            "prompt": [{"role": "user", "content": "placeholder"}],
+            "reward_model": {"style": "rule", "ground_truth": None},
+            "extra_info": dict(row),
+        }
+        for row in rows
+    ]
+
+
+def write_rllm_parquet(
+    rows: Sequence[Mapping[str, Any]], directory: Path, *, split: str = "train"
+) -> tuple[Path, Path]:
+    """Write ``<split>.parquet`` and ``<split>_verl.parquet`` into ``directory``.
+
+    ``directory`` plays the part of rLLM's ``<datasets dir>/<name>``; the files are what
+    ``DatasetRegistry.register_dataset(name, rows, split)`` writes there.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DatasetError(
+            "writing parquet needs pyarrow: pip install 'sandbox-runtime[datasets]'"
+        ) from exc
+    directory.mkdir(parents=True, exist_ok=True)
+    plain = directory / f"{split}.parquet"
+    verl = directory / f"{split}_verl.parquet"
+    data = [dict(row) for row in rows]
+    pq.write_table(pa.Table.from_pylist(data), plain)
+    pq.write_table(pa.Table.from_pylist(verl_rows(data)), verl)
+    return plain, verl

@@ -1,0 +1,120 @@
+"""Where a task's sandbox comes from on each backend, and building the samples' images.
+
+Rows name Docker images.  The ``local`` backend needs a host directory instead, so for the
+bundled samples :func:`resolve_image` hands it the sample's template tree; a row whose image
+already is a directory works as is.  On ``docker`` the samples' images are built locally
+(no registry is needed) ``FROM`` a base image that has python3, git and bash, by copying the
+same template tree to ``/``: the images and the local templates are the same environment.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.swe.samples import is_sample_image, load_sample, template_dir
+from sandbox_runtime.swe.task import Task
+
+__all__ = ["DEFAULT_BASE_IMAGE", "build_sample_image", "resolve_image"]
+
+logger = logging.getLogger("sandbox_runtime.swe")
+
+#: The base the samples' images are built on (override: ``$SANDBOX_RUNTIME_SAMPLES_BASE``);
+#: ``tests/images/build-base-image.sh`` builds it without a registry.
+DEFAULT_BASE_IMAGE = "sandbox-runtime-test/base:bookworm"
+_DIGEST_LABEL = "sandbox-runtime.sample-digest"
+_build_lock = threading.Lock()
+
+
+def resolve_image(task: Task, backend: str, *, base_image: str | None = None) -> str | None:
+    """The ``image`` to open ``task``'s sandbox with on ``backend``.
+
+    Samples: their template directory on ``local``, their built image on ``docker``
+    (built now if missing or stale).  Other tasks keep the row's image; on ``local`` it must
+    be a directory.
+    """
+    image = task.image
+    if backend == "local":
+        if is_sample_image(image):
+            assert image is not None
+            return str(template_dir(image.split("/", 1)[1].split(":", 1)[0]))
+        if image and not Path(image).is_dir():
+            raise ConfigError(
+                f"task {task.task_id}: the local backend needs a directory as image, and "
+                f"{image!r} is a container image; use --backend docker"
+            )
+        return image
+    if backend == "docker" and is_sample_image(image):
+        assert image is not None
+        return build_sample_image(image.split("/", 1)[1].split(":", 1)[0], base=base_image)
+    return image
+
+
+def _context(tree: Path, base: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        dockerfile = f"FROM {base}\nCOPY root/ /\nWORKDIR /testbed\n".encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        archive.addfile(info, io.BytesIO(dockerfile))
+        archive.add(tree, arcname="root")
+    return buffer.getvalue()
+
+
+def build_sample_image(name: str, *, base: str | None = None, force: bool = False) -> str:
+    """Build (or reuse) the Docker image of sample ``name``; returns its tag.
+
+    An image whose digest label matches the sample's sources is reused, so repeated runs
+    and test sessions build each image once.
+    """
+    try:
+        import docker
+    except ImportError as exc:
+        raise ConfigError(
+            "building sample images needs docker-py: pip install 'sandbox-runtime[docker]'"
+        ) from exc
+    sample = load_sample(name)
+    tag = sample.image
+    digest = sample.digest()
+    base = base or os.environ.get("SANDBOX_RUNTIME_SAMPLES_BASE") or DEFAULT_BASE_IMAGE
+    with _build_lock:
+        client: Any = docker.from_env(timeout=300)
+        try:
+            if not force:
+                try:
+                    labels = client.images.get(tag).labels or {}
+                    if labels.get(_DIGEST_LABEL) == digest:
+                        return tag
+                except docker.errors.ImageNotFound:
+                    pass
+            try:
+                client.images.get(base)
+            except docker.errors.ImageNotFound as exc:
+                raise ConfigError(
+                    f"the base image {base} for the sample images is missing: build it with "
+                    "tests/images/build-base-image.sh, or set SANDBOX_RUNTIME_SAMPLES_BASE to "
+                    "an image with python3, git and bash"
+                ) from exc
+            logger.info("building %s from %s", tag, base)
+            output = client.api.build(
+                fileobj=io.BytesIO(_context(template_dir(name), base)),
+                custom_context=True,
+                tag=tag,
+                labels={_DIGEST_LABEL: digest},
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for chunk in output:
+                if "error" in chunk:
+                    raise ConfigError(f"building {tag} failed: {chunk['error'].strip()}")
+        finally:
+            client.close()
+    return tag

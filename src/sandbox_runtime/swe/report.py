@@ -1,0 +1,175 @@
+"""What a run leaves behind: per-task outcomes, the summary table, the JSON report, trajectories.
+
+* The **report** (``--report``) is one JSON document: the run's settings, a summary, and one
+  short entry per task (reward, reason, steps, timings), without long outputs.
+* The **trajectories** (``--trajectories``) are JSONL, one record per task, written as each
+  task finishes: the agent's actions with their commands and outputs, the patch, the test
+  output and parsed statuses, the reward and the timings.
+* The **smoke report** is the single-task shape of Graph Planner's ``run_rule_agent.py``:
+  ``{reward, done, steps, trajectory: [{step, phase, action, info}], last_info, tests, patch}``.
+
+No secret is ever part of an outcome: agents hold keys, outcomes hold what agents did.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sandbox_runtime.swe.agents.base import Step
+from sandbox_runtime.swe.grading import GradeResult
+
+__all__ = ["TaskOutcome", "smoke_report", "summary_table", "write_report", "write_trajectory"]
+
+
+@dataclass
+class TaskOutcome:
+    """Everything known about one task's attempt."""
+
+    task_id: str
+    format: str
+    repo: str
+    backend: str
+    agent: str
+    reward: float = 0.0
+    reason: str = ""
+    submitted: bool = False
+    stop_reason: str = ""
+    error: str | None = None
+    patch: str = ""
+    steps: list[Step] = field(default_factory=list)
+    grade: GradeResult | None = None
+    sandbox_id: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_time(self) -> float:
+        """Seconds from the sandbox's creation to its removal."""
+        return self.timings.get("total", 0.0)
+
+    def report_entry(self) -> dict[str, Any]:
+        """The task's entry in the JSON report (short: no outputs, no patch text)."""
+        return {
+            "task_id": self.task_id,
+            "format": self.format,
+            "repo": self.repo,
+            "reward": self.reward,
+            "resolved": self.reward >= 1.0,
+            "reason": self.reason,
+            "steps": len(self.steps),
+            "submitted": self.submitted,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "patch_lines": len(self.patch.splitlines()),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "usage": self.usage,
+        }
+
+    def trajectory(self) -> dict[str, Any]:
+        """The task's full trajectory record."""
+        grade = self.grade
+        return {
+            **self.report_entry(),
+            "backend": self.backend,
+            "agent": self.agent,
+            "sandbox_id": self.sandbox_id,
+            "actions": [step.to_dict() for step in self.steps],
+            "patch": self.patch,
+            "tests": {
+                "output": grade.test_output if grade else "",
+                "exit_code": grade.test_exit_code if grade else None,
+                "status": grade.status_map if grade else {},
+                "parser": grade.parser if grade else "",
+                "graded_by": grade.graded_by if grade else "",
+                "duration": round(grade.duration, 3) if grade else 0.0,
+            },
+        }
+
+
+def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
+    """A plain-text table: task, reward, steps, time, reason; then the totals."""
+    header = f"{'task':<36} {'reward':>6} {'steps':>5} {'time':>7}  reason"
+    lines = [header, "-" * len(header)]
+    for outcome in outcomes:
+        reason = (
+            outcome.reason if len(outcome.reason) <= width else outcome.reason[: width - 3] + "..."
+        )
+        lines.append(
+            f"{outcome.task_id[:36]:<36} {outcome.reward:>6.1f} {len(outcome.steps):>5} "
+            f"{outcome.total_time:>6.1f}s  {reason}"
+        )
+    resolved = sum(1 for o in outcomes if o.reward >= 1.0)
+    errors = sum(1 for o in outcomes if o.error)
+    mean = sum(o.reward for o in outcomes) / len(outcomes) if outcomes else 0.0
+    lines.append("-" * len(header))
+    lines.append(
+        f"{len(outcomes)} task(s): {resolved} resolved, mean reward {mean:.3f}, {errors} error(s)"
+    )
+    return "\n".join(lines)
+
+
+def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
+    """Totals for the report."""
+    rewards = [o.reward for o in outcomes]
+    return {
+        "tasks": len(outcomes),
+        "resolved": sum(1 for r in rewards if r >= 1.0),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
+        "errors": sum(1 for o in outcomes if o.error),
+    }
+
+
+def write_report(path: Path, run: dict[str, Any], outcomes: list[TaskOutcome]) -> None:
+    """Write the JSON report (atomically: a reader never sees half a file)."""
+    document = {**run, "summary": summary(outcomes), "tasks": [o.report_entry() for o in outcomes]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_trajectory(handle: IO[str], outcome: TaskOutcome) -> None:
+    """Append one task's trajectory record and flush it (a crash loses no finished task)."""
+    handle.write(json.dumps(outcome.trajectory(), ensure_ascii=False) + "\n")
+    handle.flush()
+
+
+def smoke_report(outcome: TaskOutcome) -> dict[str, Any]:
+    """The single-task report in Graph Planner's ``run_rule_agent.py`` shape."""
+    trajectory = [
+        {
+            "step": step.index,
+            "phase": step.phase,
+            "action": step.action,
+            "info": {
+                "arguments": step.arguments,
+                "output": step.output,
+                "exit_code": step.exit_code,
+                "duration": round(step.duration, 3),
+            },
+        }
+        for step in outcome.steps
+    ]
+    grade = outcome.grade
+    tests = {
+        "passed": outcome.reward >= 1.0,
+        "rc": grade.test_exit_code if grade else None,
+        "stdout": grade.test_output if grade else "",
+        "status": grade.status_map if grade else {},
+    }
+    return {
+        "task_id": outcome.task_id,
+        "reward": outcome.reward,
+        "done": outcome.submitted or bool(outcome.stop_reason),
+        "steps": len(outcome.steps),
+        "trajectory": trajectory,
+        "last_info": {
+            "reason": outcome.reason,
+            "stop_reason": outcome.stop_reason,
+            "error": outcome.error,
+        },
+        "tests": tests,
+        "patch": outcome.patch,
+    }

@@ -1,0 +1,229 @@
+"""The main job: each task in a fresh sandbox, an agent acts, the tests grade it.
+
+Tasks run in parallel threads (``jobs``); each gets its own sandbox, opened on the chosen
+backend, prepared for its benchmark, handed to the agent, diffed, graded and closed.  A
+failure in one task (the image is missing, the sandbox died) becomes that task's outcome
+with reward 0 and never stops the others.
+
+Stopping cleanly: :meth:`Runner.cancel` (called on Ctrl-C) stops launching tasks, tells the
+running agents to stop, and closes every sandbox the runner opened, from the calling thread,
+so nothing is left behind even while workers are blocked in a command.  Every sandbox is
+registered *before* it starts, so one that is still starting is closed as soon as it is up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox_runtime.config import SandboxConfig
+from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.ownership import default_run_id
+from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, grade
+from sandbox_runtime.swe.images import resolve_image
+from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.report import TaskOutcome
+from sandbox_runtime.swe.task import Task
+
+__all__ = ["RunOptions", "Runner"]
+
+logger = logging.getLogger("sandbox_runtime.swe")
+
+
+@dataclass
+class RunOptions:
+    """How to run a set of tasks."""
+
+    backend: str = "local"
+    jobs: int = 1
+    max_steps: int | None = None
+    """Overrides every task's own ``max_steps``; default 30 where the task names none."""
+    step_timeout: float = 120.0
+    time_limit: float | None = None
+    test_timeout: float = DEFAULT_TEST_TIMEOUT
+    run_id: str | None = None
+    lifetime: float = 3600.0
+    base_image: str | None = None
+    """Base of the bundled samples' Docker images."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner:
+    """Runs tasks with an agent; see the module docstring."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        agent_factory: Callable[[], Agent],
+        options: RunOptions,
+        *,
+        on_done: Callable[[TaskOutcome], None] | None = None,
+        agent_name: str = "",
+    ) -> None:
+        self.tasks = list(tasks)
+        self.agent_factory = agent_factory
+        self.options = options
+        self.on_done = on_done
+        self.agent_name = agent_name
+        self.run_id = options.run_id or f"swe-{default_run_id()}"
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._open: dict[int, SandboxRuntime] = {}
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancel.is_set()
+
+    def cancel(self) -> int:
+        """Stop launching, stop agents, close every open sandbox; returns how many closed."""
+        self._cancel.set()
+        with self._lock:
+            sandboxes = list(self._open.values())
+        for sandbox in sandboxes:
+            try:
+                sandbox.close()
+            except SandboxError as exc:
+                logger.warning("closing sandbox %s failed: %s", sandbox.id, exc)
+        return len(sandboxes)
+
+    def open_sandboxes(self) -> int:
+        """How many sandboxes are open right now."""
+        with self._lock:
+            return len(self._open)
+
+    def run(self) -> list[TaskOutcome]:
+        """Run every task; outcomes come back in task order.
+
+        ``KeyboardInterrupt`` cancels (see :meth:`cancel`), waits briefly for the workers to
+        notice, and propagates.
+        """
+        outcomes: dict[int, TaskOutcome] = {}
+        executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
+        futures: dict[Future[TaskOutcome], int] = {
+            executor.submit(self._one, task): index for index, task in enumerate(self.tasks)
+        }
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    outcome = future.result()
+                    outcomes[futures[future]] = outcome
+                    if self.on_done is not None:
+                        self.on_done(outcome)
+        except BaseException:
+            self.cancel()
+            for future in pending:
+                future.cancel()
+            wait(pending, timeout=30)
+            self.cancel()  # a sandbox that was still starting a moment ago
+            raise
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+        return [outcomes[index] for index in sorted(outcomes)]
+
+    def _config(self, task: Task) -> SandboxConfig:
+        options: dict[str, Any] = dict(self.options.backend_options)
+        if task.mounts:
+            if self.options.backend != "docker":
+                raise SandboxError(f"task {task.task_id}: mounts need the docker backend")
+            volumes = list(options.get("volumes", []))
+            volumes += [f"{host}:{inside}" for host, inside in task.mounts.items()]
+            options["volumes"] = volumes
+        return SandboxConfig(
+            backend=self.options.backend,
+            image=resolve_image(task, self.options.backend, base_image=self.options.base_image),
+            workdir=task.workdir,
+            env=dict(task.env),
+            exec_timeout=max(self.options.step_timeout, self.options.test_timeout),
+            lifetime=self.options.lifetime,
+            run_id=self.run_id,
+            labels={"sandbox-runtime.task": task.task_id[:63]},
+            options=options,
+        )
+
+    def _budget(self, task: Task) -> Budget:
+        steps = self.options.max_steps or task.max_steps or 30
+        return Budget(
+            max_steps=steps,
+            step_timeout=self.options.step_timeout,
+            time_limit=self.options.time_limit,
+            cancel=self._cancel,
+        )
+
+    def _one(self, task: Task) -> TaskOutcome:
+        outcome = TaskOutcome(
+            task_id=task.task_id,
+            format=task.format.value,
+            repo=task.repo,
+            backend=self.options.backend,
+            agent=self.agent_name,
+        )
+        if self._cancel.is_set():
+            outcome.reason = outcome.error = "cancelled"
+            return outcome
+        began = time.monotonic()
+        sandbox: SandboxRuntime | None = None
+        try:
+            sandbox = SandboxRuntime(self._config(task))
+            with self._lock:
+                self._open[id(sandbox)] = sandbox
+            sandbox.start()
+            outcome.sandbox_id = sandbox.id
+            prepare(task, sandbox)
+            sandbox.base_commit()
+            outcome.timings["setup"] = time.monotonic() - began
+            self._attempt(task, sandbox, outcome)
+        except Exception as exc:
+            if self._cancel.is_set():
+                outcome.reason = outcome.error = "cancelled"
+            else:
+                logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
+                outcome.error = f"{type(exc).__name__}: {exc}"
+                outcome.reason = f"error: {outcome.error}"
+            outcome.reward = 0.0
+        finally:
+            if sandbox is not None:
+                try:
+                    sandbox.close()
+                except SandboxError as exc:
+                    logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
+                with self._lock:
+                    self._open.pop(id(sandbox), None)
+            outcome.timings["total"] = time.monotonic() - began
+        return outcome
+
+    def _attempt(self, task: Task, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
+        agent = self.agent_factory()
+        began = time.monotonic()
+        result: AgentResult = agent.run(task, sandbox, self._budget(task))
+        outcome.timings["agent"] = time.monotonic() - began
+        outcome.steps = result.steps
+        outcome.submitted = result.submitted
+        outcome.stop_reason = result.stop_reason
+        outcome.usage = result.usage
+        if self._cancel.is_set():
+            outcome.reason = outcome.error = "cancelled"
+            return
+        outcome.patch = sandbox.diff()
+        if result.error:
+            outcome.error = result.error
+        began = time.monotonic()
+        graded = grade(
+            task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+        )
+        outcome.timings["grade"] = time.monotonic() - began
+        outcome.grade = graded
+        outcome.reward = graded.reward
+        outcome.reason = graded.reason
+        if result.error and not graded.resolved:
+            outcome.reason = f"{graded.reason} (agent error: {result.error})"

@@ -1,0 +1,268 @@
+"""The main job end to end, through the installed command line, on local and docker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime.swe.dataset import load_rows
+from sandbox_runtime.swe.images import build_sample_image
+from sandbox_runtime.swe.samples import sample_names
+from tests.conftest import DOCKER_IMAGE
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TMPDIR"] = str(tmp_path / "tmp")  # the local backend's sandboxes live under it
+    env["SANDBOX_RUNTIME_CACHE"] = os.environ["SANDBOX_RUNTIME_CACHE"]
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return env
+
+
+def _cli(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sandbox_runtime.cli", "run", *args],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _sandbox_dirs(tmp_path: Path) -> list[Path]:
+    return list((tmp_path / "tmp").glob("sandbox-runtime-*/sbx-*"))
+
+
+@pytest.fixture(scope="session")
+def sample_images(docker_image: str) -> list[str]:
+    """The samples' images, built once (reused while their sources are unchanged)."""
+    return [build_sample_image(name, base=DOCKER_IMAGE) for name in sample_names()]
+
+
+def _check_run(tmp_path: Path, backend: str, agent: str, expected: float) -> None:
+    report, traj = tmp_path / f"{agent}.json", tmp_path / f"{agent}.jsonl"
+    done = _cli(
+        tmp_path,
+        "bundled",
+        "--backend",
+        backend,
+        "--agent",
+        agent,
+        "-j",
+        "2",
+        "--report",
+        str(report),
+        "--trajectories",
+        str(traj),
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(report.read_text())
+    assert document["summary"]["tasks"] == 10 == len(load_rows("bundled"))
+    assert document["summary"]["errors"] == 0
+    assert {t["reward"] for t in document["tasks"]} == {expected}
+    records = [json.loads(line) for line in traj.read_text().splitlines()]
+    assert sorted(r["task_id"] for r in records) == sorted(t["task_id"] for t in document["tasks"])
+    for record in records:
+        assert record["reward"] == expected
+        assert record["tests"]["output"]
+        assert record["tests"]["status"]
+        assert record["backend"] == backend
+        assert record["agent"] == agent
+        if agent == "oracle":
+            assert record["patch"].startswith("diff --git")
+            assert record["reason"] == "resolved"
+            assert record["actions"][0]["action"] == "apply_patch"
+        else:
+            assert record["patch"] == ""
+            assert record["reason"].startswith("tests failed: ")
+    assert "10 task(s)" in done.stdout
+    assert "reward" in done.stdout.splitlines()[0]
+    assert "[10/10]" in done.stderr  # progress, one line per task when not a terminal
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
+def test_bundled_tasks_on_local(tmp_path: Path, agent: str, expected: float) -> None:
+    _check_run(tmp_path, "local", agent, expected)
+    assert _sandbox_dirs(tmp_path) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
+def test_bundled_tasks_on_docker(
+    tmp_path: Path, sample_images: list[str], agent: str, expected: float
+) -> None:
+    _check_run(tmp_path, "docker", agent, expected)
+
+
+def test_smoke_mode_writes_graph_planner_report(tmp_path: Path) -> None:
+    entry = tmp_path / "r2e_ds.json"
+    entry.write_text(json.dumps(load_rows("bundled:r2e")[0]))
+    report = tmp_path / "smoke_report.json"
+    done = _cli(
+        tmp_path,
+        "--backend",
+        "local",
+        "--ds-json",
+        str(entry),
+        "--max-steps",
+        "6",
+        "--report",
+        str(report),
+        "--quiet",
+    )
+    assert done.returncode == 0, done.stderr
+    smoke = json.loads(report.read_text())
+    assert set(smoke) >= {"reward", "done", "steps", "trajectory", "last_info", "tests", "patch"}
+    assert smoke["reward"] == 1.0
+    assert smoke["done"] is True
+    assert smoke["steps"] == 1
+    assert set(smoke["trajectory"][0]) == {"step", "phase", "action", "info"}
+    assert smoke["tests"]["passed"] is True
+    assert smoke["patch"].startswith("diff --git")
+
+
+def test_bad_rows_are_skipped_and_named(tmp_path: Path) -> None:
+    rows = load_rows("bundled:swebench")[:1]
+    bad = {**rows[0], "instance_id": "broken-1", "FAIL_TO_PASS": "[oops"}
+    source = tmp_path / "tasks.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in [bad, *rows]) + "\n")
+    done = _cli(
+        tmp_path, str(source), "--agent", "null", "--quiet", "--report", str(tmp_path / "r.json")
+    )
+    assert done.returncode == 0, done.stderr
+    assert "row 0 (instance_id=broken-1), field 'FAIL_TO_PASS': not valid JSON" in done.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["summary"]["tasks"] == 1
+    assert len(document["skipped_rows"]) == 1
+
+
+def test_scripted_agent_from_a_script_file(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "*": [{"tool": "submit", "args": {}}],
+                "pager__dfbfc9f5d176": [
+                    {
+                        "tool": "bash",
+                        "args": {"command": "grep -n '// per_page + 1' pager/pages.py"},
+                    },
+                    {
+                        "tool": "str_replace_editor",
+                        "args": {
+                            "command": "str_replace",
+                            "path": "pager/pages.py",
+                            "old_str": "total // per_page + 1",
+                            "new_str": "-(-total // per_page)",
+                        },
+                    },
+                    {"tool": "submit", "args": {}},
+                ],
+            }
+        )
+    )
+    report = tmp_path / "r.json"
+    done = _cli(
+        tmp_path,
+        "bundled:r2e",
+        "--agent",
+        "scripted",
+        "--script",
+        str(script),
+        "--select",
+        "pager__dfbfc9f5d176,csvline__c2144404831e",
+        "--quiet",
+        "--report",
+        str(report),
+    )
+    assert done.returncode == 0, done.stderr
+    rewards = {
+        t["task_id"]: (t["reward"], t["steps"]) for t in json.loads(report.read_text())["tasks"]
+    }
+    assert rewards == {"pager__dfbfc9f5d176": (1.0, 3), "csvline__c2144404831e": (0.0, 1)}
+
+
+def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = None) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps([{"tool": "bash", "args": {"command": "sleep 120"}}]))
+    env = {**_env(tmp_path), **(extra_env or {})}
+    run_id = f"ctrlc-{os.getpid()}-{backend}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.cli",
+            "run",
+            "bundled:r2e",
+            "--backend",
+            backend,
+            "--agent",
+            "scripted",
+            "--script",
+            str(script),
+            "-j",
+            "2",
+            "--run-id",
+            run_id,
+            "--step-timeout",
+            "200",
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _open(tmp_path, backend, run_id) < 2:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        assert _open(tmp_path, backend, run_id) == 2
+        time.sleep(1.0)  # both agents are inside their `sleep 120`
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted: closed every sandbox" in err
+    assert _open(tmp_path, backend, run_id) == 0
+
+
+def _open(tmp_path: Path, backend: str, run_id: str) -> int:
+    if backend == "local":
+        return len(_sandbox_dirs(tmp_path))
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = client.containers.list(
+            all=True, filters={"label": f"sandbox-runtime.run-id={run_id}"}
+        )
+        return len(found)
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_ctrl_c_closes_every_local_sandbox(tmp_path: Path) -> None:
+    _interrupt(tmp_path, "local")
+    out = subprocess.run(["pgrep", "-f", "sleep 120"], capture_output=True, text=True, check=False)
+    assert str(tmp_path) not in out.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_ctrl_c_removes_every_container(tmp_path: Path, sample_images: list[str]) -> None:
+    _interrupt(tmp_path, "docker")

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from sandbox_runtime.swe import Task, read_rows
+from sandbox_runtime.swe.dataset import (
+    DatasetError,
+    load_rows,
+    select_tasks,
+    write_jsonl,
+    write_rllm_parquet,
+)
+from tests.swe import rows_fixtures as fx
+
+
+def test_jsonl_round_trip_keeps_rows_exactly(tmp_path: Path) -> None:
+    rows = [fx.r2e_row(), fx.swebench_row(), fx.swesmith_row()]
+    path = tmp_path / "tasks.jsonl"
+    assert write_jsonl(rows, path) == 3
+    assert load_rows(str(path)) == rows
+    assert [t.source for t in read_rows(load_rows(str(path))).tasks] == rows
+
+
+def test_json_file_with_one_row_or_many(tmp_path: Path) -> None:
+    (tmp_path / "one.json").write_text(json.dumps(fx.swebench_row()))
+    (tmp_path / "many.json").write_text(json.dumps([fx.swebench_row(), fx.r2e_row()]))
+    assert len(load_rows(str(tmp_path / "one.json"))) == 1
+    assert len(load_rows(str(tmp_path / "many.json"))) == 2
+
+
+def test_bad_sources_raise_dataset_errors(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="no such task file"):
+        load_rows(str(tmp_path / "missing.jsonl"))
+    (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{nope\n')
+    with pytest.raises(DatasetError, match=r"bad.jsonl:2: not valid JSON"):
+        load_rows(str(tmp_path / "bad.jsonl"))
+    with pytest.raises(DatasetError, match="unknown sample row shape"):
+        load_rows("bundled:nope")
+
+
+def test_rllm_parquet_pair_has_the_registry_schema(tmp_path: Path) -> None:
+    rows = load_rows("bundled:r2e")
+    plain, verl = write_rllm_parquet(rows, tmp_path / "swe_bundled", split="train")
+    assert (plain.name, verl.name) == ("train.parquet", "train_verl.parquet")
+    table = pq.read_table(plain)
+    assert set(table.column_names) == set(rows[0])
+    assert table.to_pylist() == rows
+    verl_table = pq.read_table(verl)
+    assert verl_table.column_names == ["prompt", "reward_model", "extra_info"]
+    import pandas as pd
+
+    frame = pd.read_parquet(verl)  # what rLLM's Dataset.load_data does
+    first = frame.iloc[0]
+    assert list(first["prompt"]) == [{"role": "user", "content": "placeholder"}]
+    assert first["reward_model"] == {"style": "rule", "ground_truth": None}
+    assert first["extra_info"]["docker_image"] == rows[0]["docker_image"]
+    # extra_info holds the original row, so the task reads back from it unchanged.
+    back = [dict(r["extra_info"]) for r in verl_table.to_pylist()]
+    assert [t.task_id for t in read_rows(back).tasks] == [t.task_id for t in read_rows(rows).tasks]
+
+
+def test_parquet_files_load_as_sources(tmp_path: Path) -> None:
+    rows = load_rows("bundled:swebench")
+    plain, _ = write_rllm_parquet(rows, tmp_path)
+    assert load_rows(str(plain)) == rows
+
+
+def test_select_sort_truncate(bundled_tasks: list[Task]) -> None:
+    ids = [t.task_id for t in bundled_tasks]
+    picked = select_tasks(bundled_tasks, ids=[ids[3], ids[1]])
+    assert [t.task_id for t in picked] == [ids[1], ids[3]]
+    ordered = select_tasks(bundled_tasks, sort_by_image=True, limit=4)
+    assert [t.image for t in ordered] == sorted(t.image or "" for t in bundled_tasks)[:4]
+    with pytest.raises(DatasetError, match="no task with id nope"):
+        select_tasks(bundled_tasks, ids=["nope"])
+
+
+def test_hugging_face_source_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(DatasetError, match=r"needs the datasets package: pip install"):
+        load_rows("hf:R2E-Gym/R2E-Gym-Lite")
+    with pytest.raises(DatasetError, match="R2E-Gym/R2E-Gym-Lite"):
+        load_rows("R2E-Gym/R2E-Gym-Lite")  # owner/name that is not a file: a hub name
+
+
+def test_hugging_face_source_when_the_hub_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DatasetError, match="unreachable or the dataset does not exist") as info:
+        load_rows("hf:R2E-Gym/R2E-Gym-Lite:train")
+    assert "split 'train'" in str(info.value)
