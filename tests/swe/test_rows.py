@@ -165,7 +165,7 @@ def test_one_bad_row_never_loses_the_others() -> None:
 def test_task_is_frozen() -> None:
     task = parse_row(fx.swebench_row())
     with pytest.raises(Exception, match="frozen"):
-        task.repo = "x"
+        task.repo = "x"  # type: ignore[misc]
     assert isinstance(task, Task)
 
 

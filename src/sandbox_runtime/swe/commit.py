@@ -228,7 +228,7 @@ def parse_unified_diff(
             if kind is None:
                 raise ValueError(f"unexpected line in hunk: {line!r}")
             content = line[2:] if kind == "note" else line[1:]
-            hunk.line_group.all_lines.append(_Line(content=content, type=kind))  # type: ignore[arg-type]
+            hunk.line_group.all_lines.append(_Line(content=content, type=kind))
     return ParsedCommit(
         file_diffs=diffs,
         old_commit_hash=old_commit_hash,
