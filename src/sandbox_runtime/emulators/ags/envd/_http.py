@@ -220,13 +220,29 @@ async def serve(
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
     """Serve ``app`` on ``host:port`` until cancelled; ``on_ready`` gets the bound port."""
+    connections: set[asyncio.Task[None]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _Connection(app, reader, writer).run()
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        try:
+            await _Connection(app, reader, writer).run()
+        except asyncio.CancelledError:
+            pass  # server shutdown; asyncio would log a cancelled connection task as an error
+        finally:
+            connections.discard(task)
 
     server = await asyncio.start_server(handle, host, port, limit=_MAX_HEADER_BYTES)
     bound = server.sockets[0].getsockname()[1]
     if on_ready is not None:
         on_ready(int(bound))
-    async with server:
-        await server.serve_forever()
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        # Open keep-alive connections would otherwise outlive the server as pending tasks.
+        for task in list(connections):
+            task.cancel()
+        if connections:
+            await asyncio.wait(list(connections), timeout=5)
