@@ -15,7 +15,6 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
@@ -87,6 +86,17 @@ class Gateway:
         """Close the pooled connections to envds."""
         await self._client.aclose()
 
+    def _instance_by_token(self, headers: dict[str, str]) -> str | None:
+        """The instance a token belongs to: ``Sandbox.connect`` sends no ``E2b-Sandbox-Id``."""
+        token = headers.get("x-access-token")
+        if not token:
+            return None
+        with self.store.lock:
+            for instance in self.store.instances.values():
+                if token in instance.tokens:
+                    return instance.instance_id
+        return None
+
     def _allowed(
         self, instance: Instance, headers: dict[str, str], path: str, query: bytes
     ) -> bool:
@@ -121,7 +131,7 @@ class Gateway:
         self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes
     ) -> GatewayAnswer:
         """Check and forward one envd request."""
-        instance_id = instance_id_of(headers)
+        instance_id = instance_id_of(headers) or self._instance_by_token(headers)
         if instance_id is None:
             return _json_error(404, f"no route for {method} {path}")
         with self.store.lock:
@@ -157,7 +167,3 @@ class Gateway:
                 await response.aclose()
 
         return GatewayAnswer(response.status_code, out_headers, stream=chunks())
-
-
-def _unused(_: Any) -> None:  # pragma: no cover - keeps the Any import honest for mypy
-    return None

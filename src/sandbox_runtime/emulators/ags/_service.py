@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -62,6 +63,10 @@ class AgsService:
         self.limits = limits
         self.faults = faults
         self.store = store
+        # Boot tasks still waiting out a slow-start delay can be cancelled at shutdown;
+        # those already creating a sandbox are awaited, so that nothing is left behind.
+        self._sleeping_boots: set[asyncio.Task[None]] = set()
+        self._boots: set[asyncio.Task[None]] = set()
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -200,6 +205,8 @@ class AgsService:
             )
             self.store.instances[instance.instance_id] = instance
         boot = asyncio.get_running_loop().create_task(self._boot(instance, slow_start))
+        self._boots.add(boot)
+        boot.add_done_callback(self._boots.discard)
         if slow_start > 0:
             return instance
         with contextlib.suppress(asyncio.TimeoutError):
@@ -215,7 +222,13 @@ class AgsService:
 
     async def _boot(self, instance: Instance, delay: float) -> None:
         if delay:
-            await asyncio.sleep(delay)
+            task = asyncio.current_task()
+            assert task is not None
+            self._sleeping_boots.add(task)
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self._sleeping_boots.discard(task)
         custom_env = {
             str(item.get("Name")): str(item.get("Value", ""))
             for item in [*instance.tool.custom.get("Env", []), *instance.custom.get("Env", [])]
@@ -310,6 +323,10 @@ class AgsService:
 
     async def shutdown(self) -> None:
         """Stop every instance (the emulator is closing)."""
+        for task in list(self._sleeping_boots):
+            task.cancel()
+        if self._boots:
+            await asyncio.gather(*self._boots, return_exceptions=True)
         with self.store.lock:
             live = [i for i in self.store.instances.values() if i.status in ("STARTING", "RUNNING")]
         await asyncio.gather(
@@ -323,17 +340,11 @@ class AgsService:
 
     def create_api_key(self, name: str, secret: str | None = None) -> ApiKey:
         """``CreateAPIKey``: an ``ark_`` key, shown in full only in this answer."""
-        import secrets as _secrets
-
         key = ApiKey(
             key_id=new_id("ak"),
             name=name,
-            secret=secret or "ark_" + _secrets.token_hex(20),
+            secret=secret or "ark_" + secrets.token_hex(20),
         )
         with self.store.lock:
             self.store.api_keys[key.key_id] = key
         return key
-
-    def set_timeout_param(self, value: Any) -> int:
-        """Parse a Cloud API ``Timeout``."""
-        return parse_timeout(value)

@@ -21,6 +21,8 @@ import threading
 from types import TracebackType
 from typing import Any
 
+from pydantic import SecretStr
+
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import FaultBook
@@ -79,19 +81,30 @@ class AgsEmulator:
         return f"AgsEmulator(url={self.url!r}, backend={self.service.runner_settings.backend!r})"
 
     @property
+    def ready(self) -> bool:
+        """True once the port is bound and requests are served."""
+        return self._ready.is_set()
+
+    @property
     def url(self) -> str:
         """Base URL of every protocol the emulator serves."""
         return f"http://{self.host}:{self.port}"
 
     def backend_options(self, **overrides: Any) -> dict[str, Any]:
-        """Options of the ``ags`` backend that point it at this emulator."""
+        """Options of the ``ags`` backend that point it at this emulator.
+
+        Secrets are ``SecretStr`` so that the options dict, kept in ``SandboxConfig``, never
+        prints them; plain strings in ``overrides`` are wrapped the same way.
+        """
         options: dict[str, Any] = {
             "endpoint": self.url,
-            "secret_id": self.secret_id,
-            "secret_key": self.secret_key,
+            "secret_id": SecretStr(self.secret_id),
+            "secret_key": SecretStr(self.secret_key),
             "tool_name": self.default_tool.name,
         }
-        options.update(overrides)
+        for name, value in overrides.items():
+            secret = name in ("secret_id", "secret_key", "api_key", "session_token")
+            options[name] = SecretStr(value) if secret and isinstance(value, str) else value
         return options
 
     def environment(self) -> dict[str, str]:
