@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("e2b", reason="needs the ags extra: pip install -e '.[ags,ags-emulator]'")
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator  # noqa: E402
-from tests.conftest import bwrap_problem  # noqa: E402
+from sandbox_runtime.emulators.ags.server import AgsEmulator
+from tests.conftest import bwrap_problem
 
 
 def isolation() -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from sandbox_runtime import (
@@ -14,9 +16,11 @@ from sandbox_runtime.backends.ags import AgsBackend, AgsOptions
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 
 
-def _runtime(emulator: AgsEmulator, **fields: object) -> SandboxRuntime:
-    options = emulator.backend_options(**dict(fields.pop("options", {})))  # type: ignore[arg-type]
-    return SandboxRuntime(backend="ags", workdir="/testbed", options=options, **fields)
+def _runtime(
+    emulator: AgsEmulator, options: Mapping[str, object] | None = None, **fields: object
+) -> SandboxRuntime:
+    merged = emulator.backend_options(**(options or {}))
+    return SandboxRuntime(backend="ags", workdir="/testbed", options=merged, **fields)
 
 
 def test_non_zero_exit_keeps_output_and_code(emulator: AgsEmulator) -> None:
@@ -62,7 +66,7 @@ def test_expired_token_is_refreshed(emulator: AgsEmulator) -> None:
 
 
 def test_unknown_tool_is_a_start_error(emulator: AgsEmulator) -> None:
-    with pytest.raises(SandboxStartError, match="ResourceNotFound.SandboxTool"):
+    with pytest.raises(SandboxStartError, match=r"ResourceNotFound\.SandboxTool"):
         _runtime(emulator, options={"tool_name": "missing-tool"}).start()
     assert not [i for i in emulator.store.instances.values() if i.tool.name == "missing-tool"]
 

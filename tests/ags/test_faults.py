@@ -9,6 +9,7 @@ import pytest
 
 from sandbox_runtime import SandboxRuntime, SandboxStartError
 from sandbox_runtime.ags.control import AgsApiError
+from sandbox_runtime.emulators.ags._faults import FaultKind
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 
 
@@ -21,7 +22,7 @@ def _running(emulator: AgsEmulator) -> int:
 
 
 @pytest.mark.parametrize("kind", ["rate_limit", "unavailable", "drop"])
-def test_start_is_retried_without_a_second_instance(emulator: AgsEmulator, kind: str) -> None:
+def test_start_is_retried_without_a_second_instance(emulator: AgsEmulator, kind: FaultKind) -> None:
     before = len(emulator.store.instances)
     emulator.faults.inject(kind, plane="cloud", operation="StartSandboxInstance", times=2)
     with SandboxRuntime(**_config(emulator)) as sandbox:
@@ -82,7 +83,7 @@ def test_non_retryable_errors_are_not_retried(emulator: AgsEmulator) -> None:
         operation="StartSandboxInstance",
         code="LimitExceeded.SandboxInstance",
     )
-    with pytest.raises(SandboxStartError, match="LimitExceeded.SandboxInstance"):
+    with pytest.raises(SandboxStartError, match=r"LimitExceeded\.SandboxInstance"):
         SandboxRuntime(**_config(emulator)).start()
     assert len(emulator.faults.requests("cloud", "StartSandboxInstance")) == 1
 

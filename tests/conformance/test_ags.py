@@ -16,7 +16,9 @@ from tests.conftest import bwrap_problem, require
 
 pytest.importorskip("e2b", reason="needs the ags extra: pip install -e '.[ags,ags-emulator]'")
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator  # noqa: E402
+from sandbox_runtime.emulators.ags.server import AgsEmulator
+
+pytestmark = pytest.mark.e2b_sdk
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ See :mod:`sandbox_runtime.backends.ags.backend` for how it works and ``docs/ags-
 for its options and the local emulator it is tested against.
 """
 
-from .backend import AgsBackend
 from ._options import AgsOptions
+from .backend import AgsBackend
 
 __all__ = ["AgsBackend", "AgsOptions"]

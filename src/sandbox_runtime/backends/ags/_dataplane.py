@@ -28,6 +28,7 @@ from sandbox_runtime.errors import BackendUnavailableError
 try:
     import e2b
     import e2b_connect
+    from e2b import exceptions as e2b_errors
     from e2b.connection_config import KEEPALIVE_PING_HEADER, ConnectionConfig
     from e2b.envd.process import process_pb2
     from packaging.version import Version
@@ -36,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised through the registry'
         "the ags backend needs the e2b SDK: pip install 'sandbox-runtime[ags]'"
     ) from exc
 
-__all__ = ["ENVD_PORT", "EnvdSession", "StreamEvent"]
+__all__ = ["ENVD_PORT", "EnvdSession", "StreamEvent", "e2b", "e2b_errors"]
 
 ENVD_PORT = 49983
 _MIN_E2B, _MAX_E2B = Version("2.15.2"), Version("2.25")
@@ -104,8 +105,11 @@ class EnvdSession:
         envs: dict[str, str],
         server_timeout: float | None,
     ) -> Iterator[StreamEvent]:
-        """Start ``argv`` and yield ``("start", pid)``, ``("stdout"|"stderr", bytes)`` and
-        ``("end", (exit_code, status))`` events as they arrive."""
+        """Start ``argv`` and yield its events as they arrive.
+
+        Events are ``("start", pid)``, ``("stdout"|"stderr", bytes)`` and
+        ``("end", (exit_code, status))``.
+        """
         request = process_pb2.StartRequest(
             process=process_pb2.ProcessConfig(cmd=argv[0], args=argv[1:], envs=envs, cwd="/"),
             stdin=False,

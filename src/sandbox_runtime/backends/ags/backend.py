@@ -52,7 +52,7 @@ from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 from . import _wrapper
-from ._dataplane import EnvdSession, check_sdk_version, e2b, is_connect_error
+from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
 from ._options import AgsOptions
 
 __all__ = ["AgsBackend"]
@@ -295,17 +295,17 @@ class AgsBackend(Backend):
 
         def retryable(exc: BaseException) -> bool:
             # Only answers that say nothing was done: a rate limit or a busy gateway.
-            return isinstance(exc, e2b.RateLimitException) or (
-                isinstance(exc, e2b.SandboxException) and str(exc).startswith("503")
+            return isinstance(exc, e2b_errors.RateLimitException) or (
+                isinstance(exc, e2b_errors.SandboxException) and str(exc).startswith("503")
             )
 
         try:
             sandbox = call_with_retries(create, retryable, description="AGS e2b create")
-        except e2b.AuthenticationException as exc:
+        except e2b_errors.AuthenticationException as exc:
             raise BackendUnavailableError(
                 f"the AGS API key was refused: {self._clean(exc)}"
             ) from exc
-        except (e2b.SandboxException, *_NETWORK_ERRORS) as exc:
+        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
             raise SandboxStartError(f"cannot create an AGS sandbox: {self._clean(exc)}") from exc
         self._instance_id = sandbox.sandbox_id
         with self._session_lock:
@@ -330,7 +330,7 @@ class AgsBackend(Backend):
                 session = self._session
                 call_with_retries(
                     lambda: session.sandbox.kill(request_timeout=self._opts.request_timeout),
-                    lambda exc: isinstance(exc, (e2b.RateLimitException, *_NETWORK_ERRORS)),
+                    lambda exc: isinstance(exc, (e2b_errors.RateLimitException, *_NETWORK_ERRORS)),
                     description="AGS e2b kill",
                     policy=RetryPolicy(attempts=4, max_delay=30.0),
                 )
@@ -338,7 +338,7 @@ class AgsBackend(Backend):
             if exc.is_not_found or exc.code.startswith("UnsupportedOperation"):
                 return  # already stopped or expired
             raise BackendError(f"cannot stop AGS instance {instance_id}: {exc}") from exc
-        except (e2b.SandboxException, *_NETWORK_ERRORS) as exc:
+        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
             raise BackendError(
                 f"cannot stop AGS instance {instance_id}: {self._clean(exc)}"
             ) from exc
@@ -353,7 +353,7 @@ class AgsBackend(Backend):
                 return info is not None and info.status == "RUNNING"
             session = self._session
             return session is not None and session.healthy()
-        except (AgsApiError, e2b.SandboxException, *_NETWORK_ERRORS):
+        except (AgsApiError, e2b_errors.SandboxException, *_NETWORK_ERRORS):
             return False
 
     # -- error translation -------------------------------------------------------------------
@@ -363,13 +363,17 @@ class AgsBackend(Backend):
         message = self._clean(exc)
         if isinstance(exc, SandboxError):
             return exc
-        if isinstance(exc, e2b.AuthenticationException) or is_connect_error(exc, "unauthenticated"):
+        if isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
+            exc, "unauthenticated"
+        ):
             return BackendError(f"{what}: the data-plane token was refused ({message})")
-        if isinstance(exc, e2b.InvalidArgumentException) and "is a directory" in str(exc):
+        if isinstance(exc, e2b_errors.InvalidArgumentException) and "is a directory" in str(exc):
             return SandboxIsADirectoryError(f"{what}: {message}")
-        if isinstance(exc, e2b.NotFoundException) or is_connect_error(exc, "not_found"):
+        if isinstance(exc, e2b_errors.NotFoundException) or is_connect_error(exc, "not_found"):
             return SandboxFileNotFoundError(f"{what}: {message}")
-        gone_hint = isinstance(exc, e2b.TimeoutException) or is_connect_error(exc, "unavailable")
+        gone_hint = isinstance(exc, e2b_errors.TimeoutException) or is_connect_error(
+            exc, "unavailable"
+        )
         if gone_hint or isinstance(exc, _NETWORK_ERRORS):
             if not self.is_alive():
                 return SandboxGoneError(f"AGS instance {self.sandbox_id} is gone ({message})")
@@ -388,7 +392,7 @@ class AgsBackend(Backend):
             try:
                 return operation()
             except Exception as exc:
-                refused = isinstance(exc, e2b.AuthenticationException) or is_connect_error(
+                refused = isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
                     exc, "unauthenticated"
                 )
                 if refused and attempt == 1 and self._plane == "cloud":
@@ -518,7 +522,7 @@ class AgsBackend(Backend):
         return self._translated(lambda: session.read(path), f"read {path}")
 
     def exists(self, path: str) -> bool:
-        """envd's ``Stat``."""
+        """Envd's ``Stat``."""
         session = self._require_session()
         return self._translated(lambda: session.exists(path), f"stat {path}")
 

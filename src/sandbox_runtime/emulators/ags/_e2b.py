@@ -18,7 +18,7 @@ from ._service import AgsService
 from ._state import MAX_TIMEOUT, MIN_TIMEOUT, Instance, ServiceError, rfc3339
 from .envd import ENVD_VERSION
 
-__all__ = ["E2bApi", "E2bAnswer"]
+__all__ = ["E2bAnswer", "E2bApi"]
 
 E2bAnswer = tuple[int, Any, dict[str, str]]
 _SANDBOX_ROUTE = re.compile(r"^/(?:v2/)?sandboxes/(?P<id>[^/]+)(?P<rest>/[a-z]+)?$")

@@ -18,10 +18,10 @@ from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
 from ._gateway import Gateway, GatewayAnswer
 from ._service import AgsService
+from .envd._http import Message, Scope
 
 __all__ = ["EmulatorApp"]
 
-Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 _ENVD_PATHS = ("/health", "/init", "/files", "/envs", "/metrics")
@@ -52,14 +52,14 @@ async def _answer_json(
 class EmulatorApp:
     """The ASGI callable; see the module docstring."""
 
-    def __init__(self, service: AgsService, cloud: CloudApi, e2b: E2bApi, gateway: Gateway):
+    def __init__(self, service: AgsService, cloud: CloudApi, e2b: E2bApi, gateway: Gateway) -> None:
         self.service = service
         self.faults: FaultBook = service.faults
         self.cloud = cloud
         self.e2b = e2b
         self.gateway = gateway
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         body = b""

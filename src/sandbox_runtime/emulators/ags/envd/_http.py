@@ -67,7 +67,7 @@ async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
     if headers.get("transfer-encoding", "").lower() == "chunked":
-        parts = []
+        parts: list[bytes] = []
         while True:
             size_line = await reader.readuntil(b"\r\n")
             size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)

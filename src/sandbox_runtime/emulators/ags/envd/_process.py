@@ -42,6 +42,12 @@ _SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 
 Event = dict[str, Any]
 
 
+def _settle(future: asyncio.Future[Any], value: Any) -> None:
+    """Resolve ``future`` unless it already is (a callback may fire twice)."""
+    if not future.done():
+        future.set_result(value)
+
+
 def _go_status(returncode: int) -> str:
     if returncode >= 0:
         return f"exit status {returncode}"
@@ -172,7 +178,7 @@ class ProcessManager:
 
         def wait_for_exit() -> None:
             code = proc.popen.wait()
-            loop.call_soon_threadsafe(lambda: exited.done() or exited.set_result(code))
+            loop.call_soon_threadsafe(_settle, exited, code)
 
         threading.Thread(target=wait_for_exit, name=f"envd-wait-{proc.pid}", daemon=True).start()
         readers = [
@@ -218,7 +224,7 @@ class ProcessManager:
         os.set_blocking(fd, False)
         while True:
             ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(fd, lambda f=ready: f.done() or f.set_result(None))
+            loop.add_reader(fd, _settle, ready, None)
             try:
                 await ready
             finally:
@@ -249,7 +255,7 @@ class ProcessManager:
                     written = os.write(fd, view)
                 except BlockingIOError:
                     ready: asyncio.Future[None] = loop.create_future()
-                    loop.add_writer(fd, lambda f=ready: f.done() or f.set_result(None))
+                    loop.add_writer(fd, _settle, ready, None)
                     try:
                         await ready
                     finally:
