@@ -1,0 +1,116 @@
+"""``sandbox-runtime ags ...``: commands for Tencent Cloud Agent Sandbox.
+
+For now ``ags emulator`` runs the local AGS emulator in the foreground; tool management
+commands join this group later.  Heavy imports happen inside the handlers, so listing
+commands stays fast and works without the ``ags`` extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``ags`` command group."""
+    ags = subparsers.add_parser("ags", help="Tencent Cloud Agent Sandbox (AGS) tools")
+    commands = ags.add_subparsers(dest="ags_command", metavar="COMMAND")
+    ags.set_defaults(handler=lambda _args: _help(ags))
+
+    emulator = commands.add_parser(
+        "emulator",
+        help="run the local AGS emulator (Cloud API, E2B API and envd on one port)",
+        description=(
+            "Serve the AGS emulator on 127.0.0.1 until interrupted. It prints the environment "
+            "variables that point the ags backend and the e2b / tencentcloud SDKs at it."
+        ),
+    )
+    emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    emulator.add_argument("--port", type=int, default=8900, help="port (0 picks a free one)")
+    emulator.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="backend that runs the instances (docker: the instance image is a Docker image)",
+    )
+    emulator.add_argument(
+        "--local-isolation",
+        choices=("none", "namespace"),
+        default=None,
+        help="isolation of local instances (default: namespace where bubblewrap works)",
+    )
+    emulator.add_argument("--default-image", help="image of the ready 'default' tool")
+    emulator.add_argument(
+        "--secret-id", help="SecretId to accept (default: random, printed at start)"
+    )
+    emulator.add_argument(
+        "--secret-key", help="SecretKey to accept (default: random, printed at start)"
+    )
+    emulator.add_argument("--api-key", help="ark_ API key to accept (default: random)")
+    emulator.set_defaults(handler=_emulator)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _default_isolation(backend: str) -> str | None:
+    if backend != "local":
+        return None
+    from sandbox_runtime.backends.local import LocalBackend, LocalOptions
+
+    usable = LocalBackend.availability(LocalOptions(isolation="namespace"))
+    return "namespace" if usable else "none"
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    try:
+        from sandbox_runtime.emulators.ags.server import AgsEmulator
+    except ImportError as exc:
+        print(
+            f"the AGS emulator needs: pip install 'sandbox-runtime[ags-emulator]' ({exc})",
+            file=sys.stderr,
+        )
+        return 2
+    isolation = args.local_isolation or _default_isolation(args.backend)
+    emulator = AgsEmulator(
+        backend=args.backend,
+        host=args.host,
+        port=args.port,
+        secret_id=args.secret_id,
+        secret_key=args.secret_key,
+        api_key=args.api_key,
+        default_image=args.default_image,
+        local_isolation=isolation,
+    )
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        server = loop.create_task(emulator.serve())
+        while not emulator.ready and not server.done():
+            await asyncio.sleep(0.01)
+        if server.done():
+            await server
+            return
+        print(f"AGS emulator on {emulator.url} (instances: {args.backend}", end="")
+        print(f", isolation {isolation})" if isolation else ")")
+        print("# point the ags backend and the SDKs at it (this prints secrets: local use only):")
+        for name, value in emulator.environment().items():
+            print(f"export {name}={value}")
+        sys.stdout.flush()
+        await server
+
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(run())
+    return 0

@@ -1,0 +1,128 @@
+"""Options of the ``ags`` backend, with the environment variables users already set for AGS.
+
+Every option may be given in ``SandboxConfig.options``; those left out are read from the
+environment (never written to it): ``TENCENTCLOUD_SECRET_ID``/``TENCENTCLOUD_SECRET_KEY``
+(and ``TENCENTCLOUD_SESSION_TOKEN``), ``E2B_API_KEY``, ``AGS_REGION``, ``AGS_TOOL_NAME``,
+``AGS_TOOL_ID``, ``AGS_ENDPOINT`` and ``E2B_DOMAIN``.  That is what lets
+``sandbox-runtime run --backend ags`` work with nothing but exported variables.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from sandbox_runtime.config import BackendOptions
+
+__all__ = ["AgsOptions"]
+
+_FROM_ENV = {
+    "secret_id": "TENCENTCLOUD_SECRET_ID",
+    "secret_key": "TENCENTCLOUD_SECRET_KEY",
+    "session_token": "TENCENTCLOUD_SESSION_TOKEN",
+    "api_key": "E2B_API_KEY",
+    "region": "AGS_REGION",
+    "tool_name": "AGS_TOOL_NAME",
+    "tool_id": "AGS_TOOL_ID",
+    "endpoint": "AGS_ENDPOINT",
+    "domain": "E2B_DOMAIN",
+}
+
+
+class AgsOptions(BackendOptions):
+    """Options of the ``ags`` backend (see ``docs/ags-emulator.md`` for a worked example)."""
+
+    control_plane: Literal["auto", "cloud", "e2b"] = "auto"
+    """``cloud``: Tencent Cloud API with SecretId/SecretKey; ``e2b``: the E2B-compatible API
+    with an ``ark_`` key; ``auto``: ``cloud`` when a SecretId/SecretKey is set, else ``e2b``."""
+    region: str = "ap-guangzhou"
+    """AGS region, e.g. ``ap-guangzhou``, ``ap-shanghai``, ``ap-singapore``."""
+    secret_id: SecretStr | None = None
+    """Tencent Cloud SecretId (default ``TENCENTCLOUD_SECRET_ID``)."""
+    secret_key: SecretStr | None = None
+    """Tencent Cloud SecretKey (default ``TENCENTCLOUD_SECRET_KEY``)."""
+    session_token: SecretStr | None = None
+    """STS token for temporary credentials (default ``TENCENTCLOUD_SESSION_TOKEN``)."""
+    api_key: SecretStr | None = None
+    """``ark_`` API key of the E2B-compatible API (default ``E2B_API_KEY``)."""
+    tool_name: str | None = None
+    """Sandbox tool (template) to start instances from (default ``AGS_TOOL_NAME``)."""
+    tool_id: str | None = None
+    """Sandbox tool id, instead of its name (default ``AGS_TOOL_ID``)."""
+    image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
+    """Registry of ``SandboxConfig.image`` when it overrides the tool's image (cloud only)."""
+    internal: bool = False
+    """Use Tencent Cloud's internal endpoints (from machines inside Tencent Cloud)."""
+    endpoint: str | None = None
+    """One ``http(s)://host:port`` serving every AGS protocol: the local emulator
+    (default ``AGS_ENDPOINT``).  Overrides the three endpoints below."""
+    cloud_endpoint: str | None = None
+    """Cloud API host, default ``ags.tencentcloudapi.com`` (or its internal name)."""
+    api_url: str | None = None
+    """E2B-compatible API URL, default ``https://api.<domain>``."""
+    domain: str | None = None
+    """Data-plane domain, default ``<region>.tencentags.com`` (default ``E2B_DOMAIN``)."""
+    sandbox_url: str | None = None
+    """One envd URL for every instance (routing by header); default: per-instance hosts."""
+    auth_mode: Literal["DEFAULT", "TOKEN", "NONE", "PUBLIC"] | None = None
+    """Data-plane ``AuthMode`` of started instances (cloud only); default: the service's."""
+    request_timeout: float = Field(default=60.0, gt=0)
+    """Seconds before one control-plane or data-plane request is abandoned."""
+    envd_version: str = "0.5.7"
+    """envd version assumed for instances started through the Cloud API (the E2B API says)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        filled = dict(data)
+        for name, variable in _FROM_ENV.items():
+            if filled.get(name) is None and os.environ.get(variable):
+                filled[name] = os.environ[variable]
+        if filled.get("region") is None and os.environ.get("TENCENTCLOUD_REGION"):
+            filled["region"] = os.environ["TENCENTCLOUD_REGION"]
+        return filled
+
+    @property
+    def has_cloud_credentials(self) -> bool:
+        """True when both a SecretId and a SecretKey are known."""
+        return self.secret_id is not None and self.secret_key is not None
+
+    @property
+    def resolved_control_plane(self) -> Literal["cloud", "e2b"]:
+        """The control plane ``auto`` resolves to."""
+        if self.control_plane != "auto":
+            return self.control_plane
+        return "cloud" if self.has_cloud_credentials else "e2b"
+
+    @property
+    def resolved_domain(self) -> str:
+        """The data-plane domain."""
+        if self.domain:
+            return self.domain
+        middle = ".internal" if self.internal else ""
+        return f"{self.region}{middle}.tencentags.com"
+
+    def cloud_target(self) -> tuple[str, str | None]:
+        """``(scheme, host[:port])`` of the Cloud API; ``None`` host means the SDK default."""
+        if self.endpoint:
+            scheme, _, host = self.endpoint.partition("://")
+            return scheme, host.rstrip("/")
+        if self.cloud_endpoint:
+            return "https", self.cloud_endpoint
+        if self.internal:
+            return "https", "ags.internal.tencentcloudapi.com"
+        return "https", None
+
+    def e2b_urls(self) -> tuple[str | None, str | None]:
+        """``(api_url, sandbox_url)`` for the e2b SDK; ``None`` lets the SDK derive them."""
+        if self.endpoint:
+            base = self.endpoint.rstrip("/")
+            return base, base
+        api_url = self.api_url
+        if api_url is None and self.internal:
+            api_url = f"https://api.{self.resolved_domain}"
+        return api_url, self.sandbox_url

@@ -1,0 +1,559 @@
+"""The ``ags`` backend: one Tencent Cloud Agent Sandbox instance per sandbox.
+
+Control plane, either of:
+
+``cloud``
+    ``StartSandboxInstance`` (with a ``ClientToken``, so a retried start never makes a second
+    instance), polling ``DescribeSandboxInstanceList`` until ``RUNNING``,
+    ``AcquireSandboxInstanceToken`` for the data plane, ``StopSandboxInstance``.
+    ``SandboxConfig.image`` becomes the instance's ``CustomConfiguration.Image``, so one tool
+    serves many images.
+``e2b``
+    The E2B-compatible API with an ``ark_`` key (``Sandbox.create(template=<tool name>)``).
+
+Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the wrapper
+in ``_wrapper``; a timeout kills the command's whole process group and returns the output
+so far with exit code 124, and a non-zero exit is returned as data with its output.
+
+SDK errors are translated here, at the boundary, into :mod:`sandbox_runtime.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpcore
+import httpx
+
+from sandbox_runtime._output import HeadTailBuffer
+from sandbox_runtime._shell import NO_CWD_EXIT, NO_CWD_MARKER
+from sandbox_runtime.ags.control import AgsApiError, AgsCloudClient, redact
+from sandbox_runtime.backend import Availability, Backend, ExecRequest
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxIsADirectoryError,
+    SandboxStartError,
+    SandboxTimeoutError,
+)
+from sandbox_runtime.ownership import make_labels
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.retry import RetryPolicy, call_with_retries
+
+from . import _wrapper
+from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
+from ._options import AgsOptions
+
+__all__ = ["AgsBackend"]
+
+logger = logging.getLogger("sandbox_runtime.ags")
+
+T = TypeVar("T")
+_MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600
+# Extra time the server-side stream deadline allows beyond a command's timeout: a safety net
+# that ends the stream even if our own kill never reached the sandbox.
+_SERVER_DEADLINE_GRACE = 30.0
+_KILL_TIMEOUT = 15.0
+_UNLIMITED = 1 << 40
+_MISSING_EXIT = 44
+_NETWORK_ERRORS = (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, OSError)
+
+
+class AgsBackend(Backend):
+    """A sandbox as an AGS instance; see the module docstring."""
+
+    name = "ags"
+    options_model = AgsOptions
+    extra = "ags"
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        super().__init__(config, options)
+        assert isinstance(options, AgsOptions)
+        self._opts = options
+        self._plane = options.resolved_control_plane
+        self._instance_id: str | None = None
+        self._session: EnvdSession | None = None
+        self._cloud: AgsCloudClient | None = None
+        self._stopped = False
+        self._session_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"AgsBackend(control_plane={self._plane!r}, instance={self._instance_id!r})"
+
+    # -- availability ------------------------------------------------------------------------
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        """Needs the SDKs in the supported range and credentials for the chosen plane."""
+        try:
+            check_sdk_version()
+            opts = options if isinstance(options, AgsOptions) else AgsOptions()
+        except (BackendUnavailableError, ValueError) as exc:
+            return Availability(False, str(exc))
+        if opts.resolved_control_plane == "cloud" and not opts.has_cloud_credentials:
+            return Availability(False, "set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY")
+        if opts.resolved_control_plane == "e2b" and opts.api_key is None:
+            return Availability(
+                False, "set TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY or E2B_API_KEY (ark_...)"
+            )
+        if not (opts.tool_name or opts.tool_id):
+            return Availability(False, "set AGS_TOOL_NAME (or the tool_name option)")
+        return Availability(True)
+
+    @property
+    def sandbox_id(self) -> str:
+        """The AGS instance id (empty before start)."""
+        return self._instance_id or ""
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _secrets(self) -> list[str]:
+        values = [
+            s.get_secret_value()
+            for s in (
+                self._opts.secret_id,
+                self._opts.secret_key,
+                self._opts.session_token,
+                self._opts.api_key,
+            )
+            if s is not None
+        ]
+        session = self._session
+        if session is not None:
+            token = session.sandbox._envd_access_token
+            if token:
+                values.append(str(token))
+        return values
+
+    def _clean(self, exc: BaseException) -> str:
+        return redact(f"{type(exc).__name__}: {exc}", self._secrets())
+
+    def _cloud_client(self) -> AgsCloudClient:
+        if self._cloud is None:
+            opts = self._opts
+            if opts.secret_id is None or opts.secret_key is None:
+                raise ConfigError(
+                    "the ags backend's cloud control plane needs a SecretId and SecretKey "
+                    "(TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY)"
+                )
+            scheme, host = opts.cloud_target()
+            self._cloud = AgsCloudClient(
+                secret_id=opts.secret_id,
+                secret_key=opts.secret_key,
+                session_token=opts.session_token,
+                region=opts.region,
+                endpoint=host,
+                scheme=scheme,
+                request_timeout=opts.request_timeout,
+            )
+        return self._cloud
+
+    def _lifetime(self) -> int:
+        return int(min(max(self.config.lifetime, _MIN_LIFETIME), _MAX_LIFETIME))
+
+    def _require_session(self) -> EnvdSession:
+        if self._stopped:
+            raise SandboxGoneError(f"AGS instance {self.sandbox_id} was stopped")
+        if self._session is None:
+            raise SandboxGoneError("the AGS instance was never started")
+        return self._session
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start an instance, wait until it runs, connect to its envd, create the workdir."""
+        check_sdk_version()
+        opts = self._opts
+        if not (opts.tool_name or opts.tool_id):
+            raise ConfigError("the ags backend needs a sandbox tool: tool_name or AGS_TOOL_NAME")
+        began = time.monotonic()
+        try:
+            if self._plane == "cloud":
+                self._start_cloud(began)
+            else:
+                self._start_e2b()
+            session = self._require_session()
+            self._translated(lambda: session.make_dir(self.config.workdir), "create the workdir")
+        except BaseException as exc:
+            self._stop_quietly()
+            if isinstance(exc, (SandboxStartError, SandboxTimeoutError, ConfigError)):
+                raise
+            if isinstance(exc, BackendUnavailableError):
+                raise
+            if isinstance(exc, SandboxError):
+                raise SandboxStartError(f"cannot start an AGS instance: {exc}") from exc
+            if isinstance(exc, Exception):
+                raise SandboxStartError(
+                    f"cannot start an AGS instance: {self._clean(exc)}"
+                ) from exc
+            raise
+
+    def _start_cloud(self, began: float) -> None:
+        client = self._cloud_client()
+        opts = self._opts
+        custom: dict[str, Any] = {}
+        if self.config.image:
+            custom["Image"] = self.config.image
+            custom["ImageRegistryType"] = opts.image_registry_type
+        resources: dict[str, str] = {}
+        if self.config.resources.cpus:
+            resources["CPU"] = f"{int(self.config.resources.cpus * 1000)}m"
+        if self.config.resources.memory:
+            resources["Memory"] = f"{max(self.config.resources.memory // (1024 * 1024), 1)}Mi"
+        if resources:
+            custom["Resources"] = resources
+        labels = make_labels(
+            lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
+        )
+        try:
+            info = client.start_instance(
+                tool_id=opts.tool_id,
+                tool_name=None if opts.tool_id else opts.tool_name,
+                timeout=f"{self._lifetime()}s",
+                client_token=uuid.uuid4().hex,
+                custom_configuration=custom,
+                metadata=labels,
+                auth_mode=opts.auth_mode,
+            )
+        except AgsApiError as exc:
+            if isinstance(exc, BackendUnavailableError):
+                raise
+            raise SandboxStartError(f"StartSandboxInstance failed: {exc}") from exc
+        self._instance_id = info.instance_id
+        while info.status != "RUNNING":
+            if info.status in ("FAILED", "STARTING_FAILED", "STOPPED", "STOPPING"):
+                raise SandboxStartError(
+                    f"AGS instance {info.instance_id} is {info.status} "
+                    f"({info.stop_reason or 'no reason given'})"
+                )
+            if time.monotonic() - began > self.config.start_timeout:
+                raise SandboxTimeoutError(
+                    f"AGS instance {info.instance_id} was still {info.status} after "
+                    f"start_timeout {self.config.start_timeout:.0f}s"
+                )
+            time.sleep(0.5)
+            found = client.describe_instance(info.instance_id)
+            if found is None:
+                raise SandboxStartError(
+                    f"AGS instance {info.instance_id} disappeared while starting"
+                )
+            info = found
+        self._connect_cloud()
+
+    def _connect_cloud(self) -> None:
+        assert self._instance_id is not None
+        token = self._cloud_client().acquire_token(self._instance_id)
+        _api_url, sandbox_url = self._opts.e2b_urls()
+        session = EnvdSession.connect(
+            sandbox_id=self._instance_id,
+            access_token=token.token.get_secret_value() or None,
+            domain=self._opts.resolved_domain,
+            sandbox_url=sandbox_url,
+            envd_version=self._opts.envd_version,
+            request_timeout=self._opts.request_timeout,
+        )
+        with self._session_lock:
+            self._session = session
+
+    def _start_e2b(self) -> None:
+        opts = self._opts
+        if opts.api_key is None:
+            raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
+        if self.config.image:
+            raise ConfigError(
+                "a per-sandbox image needs the cloud control plane (CustomConfiguration.Image); "
+                "with an ark_ key, make a tool per image and set tool_name"
+            )
+        api_url, sandbox_url = opts.e2b_urls()
+        labels = make_labels(
+            lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
+        )
+        template = opts.tool_name or opts.tool_id
+
+        def create() -> e2b.Sandbox:
+            return e2b.Sandbox.create(
+                template=template,
+                timeout=self._lifetime(),
+                metadata=labels,
+                api_key=opts.api_key.get_secret_value() if opts.api_key else None,
+                domain=opts.resolved_domain,
+                api_url=api_url,
+                sandbox_url=sandbox_url,
+                request_timeout=opts.request_timeout,
+            )
+
+        def retryable(exc: BaseException) -> bool:
+            # Only answers that say nothing was done: a rate limit or a busy gateway.
+            return isinstance(exc, e2b_errors.RateLimitException) or (
+                isinstance(exc, e2b_errors.SandboxException) and str(exc).startswith("503")
+            )
+
+        try:
+            sandbox = call_with_retries(create, retryable, description="AGS e2b create")
+        except e2b_errors.AuthenticationException as exc:
+            raise BackendUnavailableError(
+                f"the AGS API key was refused: {self._clean(exc)}"
+            ) from exc
+        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
+            raise SandboxStartError(f"cannot create an AGS sandbox: {self._clean(exc)}") from exc
+        self._instance_id = sandbox.sandbox_id
+        with self._session_lock:
+            self._session = EnvdSession(sandbox, opts.request_timeout)
+
+    def _stop_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop the instance; a second call, or an instance already gone, is fine."""
+        if self._stopped:
+            return
+        self._stopped = True
+        instance_id = self._instance_id
+        if instance_id is None:
+            return
+        try:
+            if self._plane == "cloud":
+                self._cloud_client().stop_instance(instance_id)
+            elif self._session is not None:
+                session = self._session
+                call_with_retries(
+                    lambda: session.sandbox.kill(request_timeout=self._opts.request_timeout),
+                    lambda exc: isinstance(exc, (e2b_errors.RateLimitException, *_NETWORK_ERRORS)),
+                    description="AGS e2b kill",
+                    policy=RetryPolicy(attempts=4, max_delay=30.0),
+                )
+        except AgsApiError as exc:
+            if exc.is_not_found or exc.code.startswith("UnsupportedOperation"):
+                return  # already stopped or expired
+            raise BackendError(f"cannot stop AGS instance {instance_id}: {exc}") from exc
+        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
+            raise BackendError(
+                f"cannot stop AGS instance {instance_id}: {self._clean(exc)}"
+            ) from exc
+
+    def is_alive(self) -> bool:
+        """True while the service says the instance runs."""
+        if self._stopped or self._instance_id is None:
+            return False
+        try:
+            if self._plane == "cloud":
+                info = self._cloud_client().describe_instance(self._instance_id)
+                return info is not None and info.status == "RUNNING"
+            session = self._session
+            return session is not None and session.healthy()
+        except (AgsApiError, e2b_errors.SandboxException, *_NETWORK_ERRORS):
+            return False
+
+    # -- error translation -------------------------------------------------------------------
+
+    def _translate(self, exc: BaseException, what: str) -> SandboxError:
+        """An SDK error as one of ours; checks whether the instance is gone when unsure."""
+        message = self._clean(exc)
+        if isinstance(exc, SandboxError):
+            return exc
+        if isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
+            exc, "unauthenticated"
+        ):
+            return BackendError(f"{what}: the data-plane token was refused ({message})")
+        if isinstance(exc, e2b_errors.InvalidArgumentException) and "is a directory" in str(exc):
+            return SandboxIsADirectoryError(f"{what}: {message}")
+        if isinstance(exc, e2b_errors.NotFoundException) or is_connect_error(exc, "not_found"):
+            return SandboxFileNotFoundError(f"{what}: {message}")
+        gone_hint = isinstance(exc, e2b_errors.TimeoutException) or is_connect_error(
+            exc, "unavailable"
+        )
+        if gone_hint or isinstance(exc, _NETWORK_ERRORS):
+            if not self.is_alive():
+                return SandboxGoneError(f"AGS instance {self.sandbox_id} is gone ({message})")
+            if isinstance(exc, _NETWORK_ERRORS):
+                return BackendUnavailableError(f"{what}: cannot reach AGS ({message})")
+        return BackendError(f"{what} failed: {message}")
+
+    def _refresh_token(self) -> None:
+        """Acquire a new data-plane token (they expire before long-lived instances do)."""
+        if self._plane == "cloud":
+            self._connect_cloud()
+
+    def _translated(self, operation: Callable[[], T], what: str) -> T:
+        """Run a data-plane call; on a refused token, refresh it once and try again."""
+        for attempt in (1, 2):
+            try:
+                return operation()
+            except Exception as exc:
+                refused = isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
+                    exc, "unauthenticated"
+                )
+                if refused and attempt == 1 and self._plane == "cloud":
+                    self._refresh_token()
+                    continue
+                raise self._translate(exc, what) from exc
+        raise AssertionError("unreachable")
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run one command under the wrapper; see the module docstring for the guarantees."""
+        session = self._require_session()
+        began = time.monotonic()
+        token = uuid.uuid4().hex
+        pidfile = f"{_wrapper.STATE_DIR}/{token}.pid"
+        stdin_file = None
+        if request.stdin is not None:
+            stdin_file = f"{_wrapper.STATE_DIR}/{token}.stdin"
+            data = request.stdin
+            self._translated(lambda: session.write(stdin_file, data), "upload stdin")
+        argv = _wrapper.wrapped_argv(request.command, request.cwd, pidfile, stdin_file)
+        stdout = HeadTailBuffer(request.max_output_bytes)
+        stderr = HeadTailBuffer(request.max_output_bytes)
+        timeout = request.timeout
+        timed_out = threading.Event()
+        pid_box: list[int] = []
+
+        def on_deadline() -> None:
+            timed_out.set()
+            self._kill_command(pidfile, pid_box)
+
+        timer = threading.Timer(timeout, on_deadline) if timeout is not None else None
+        server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
+        end: tuple[int, str] | None = None
+
+        def run() -> tuple[int, str] | None:
+            nonlocal end
+            current = self._require_session()
+            for kind, value in current.start(argv, envs=request.env, server_timeout=server_timeout):
+                if kind == "start":
+                    pid_box.append(value)
+                    if timer is not None and len(pid_box) == 1:
+                        timer.start()
+                elif kind == "stdout":
+                    stdout.write(value)
+                elif kind == "stderr":
+                    stderr.write(value)
+                elif kind == "end":
+                    end = value
+            return end
+
+        try:
+            end = self._translated(run, "exec")
+        except SandboxError as exc:
+            if not timed_out.is_set() or isinstance(exc, SandboxGoneError):
+                raise
+            end = None  # the stream ended early because we killed the command: a timeout
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if timed_out.is_set():
+            exit_code = TIMEOUT_EXIT_CODE
+        elif end is None:
+            if not self.is_alive():
+                raise SandboxGoneError(f"AGS instance {self.sandbox_id} ended during the command")
+            raise BackendError("the command's output stream ended without an exit code")
+        else:
+            exit_code = end[0]
+            if exit_code < 0:  # killed by a signal, reported the way a shell does
+                exit_code = 137 if "killed" in end[1] else 128 + 15
+        if exit_code == NO_CWD_EXIT and stderr.getvalue().startswith(NO_CWD_MARKER.encode()):
+            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
+        return ExecResult(
+            command=request.display,
+            exit_code=exit_code,
+            stdout_bytes=stdout.getvalue(),
+            stderr_bytes=stderr.getvalue(),
+            duration=time.monotonic() - began,
+            timed_out=timed_out.is_set(),
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+        )
+
+    def _kill_command(self, pidfile: str, pid_box: list[int]) -> None:
+        """Kill a timed-out command's process group, then its wrapper (ends the stream)."""
+        session = self._session
+        if session is None:
+            return
+        try:
+            for _ in session.start(
+                _wrapper.kill_argv(pidfile), envs={}, server_timeout=_KILL_TIMEOUT
+            ):
+                pass
+        except Exception as exc:
+            logger.warning(
+                "could not kill a timed-out command in %s: %s", self.sandbox_id, self._clean(exc)
+            )
+        if pid_box:
+            with contextlib.suppress(Exception):
+                session.kill(pid_box[0])
+
+    def _run_quick(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
+        """Run a short helper command; returns exit code, stdout and stderr (unbounded)."""
+        request = ExecRequest(
+            command=tuple(argv), cwd="/", timeout=600, max_output_bytes=_UNLIMITED
+        )
+        result = self.exec(request)
+        if result.timed_out:
+            raise SandboxTimeoutError(f"{what} timed out", result)
+        return result.exit_code, result.stdout_bytes, result.stderr_bytes
+
+    # -- files -------------------------------------------------------------------------------
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Upload through envd's ``/files``; a mode other than 0644 costs one ``chmod``."""
+        session = self._require_session()
+        self._translated(lambda: session.write(path, data), f"write {path}")
+        if mode & 0o7777 != 0o644:
+            code, _out, err = self._run_quick(["chmod", f"{mode & 0o7777:o}", path], "chmod")
+            if code != 0:
+                raise BackendError(f"chmod {path} failed: {err.decode(errors='replace')}")
+
+    def read_file(self, path: str) -> bytes:
+        """Download through envd's ``/files``."""
+        session = self._require_session()
+        return self._translated(lambda: session.read(path), f"read {path}")
+
+    def exists(self, path: str) -> bool:
+        """Envd's ``Stat``."""
+        session = self._require_session()
+        return self._translated(lambda: session.exists(path), f"stat {path}")
+
+    def put_archive(self, data: bytes) -> None:
+        """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
+        session = self._require_session()
+        archive = f"{_wrapper.STATE_DIR}/{uuid.uuid4().hex}.tar"
+        self._translated(lambda: session.write(archive, data), "upload archive")
+        script = (
+            'if tar --version 2>/dev/null | grep -q GNU; then tar --no-overwrite-dir -xf "$1" -C /;'
+            ' else tar -xf "$1" -C /; fi; rc=$?; rm -f "$1"; exit $rc'
+        )
+        code, _out, err = self._run_quick(["/bin/sh", "-c", script, "sh", archive], "extract")
+        if code != 0:
+            raise BackendError(f"extracting the archive failed: {err.decode(errors='replace')}")
+
+    def get_archive(self, path: str) -> bytes:
+        """``tar -c`` of the path, read from the command's output as exact bytes."""
+        script = (
+            f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING_EXIT}; '
+            'd=$(dirname -- "$1"); b=$(basename -- "$1"); exec tar -cf - -C "$d" -- "$b"'
+        )
+        code, out, err = self._run_quick(["/bin/sh", "-c", script, "sh", path], "archive")
+        if code == _MISSING_EXIT:
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+        if code != 0:
+            raise BackendError(f"archiving {path} failed: {err.decode(errors='replace')}")
+        return _archive_checked(out)
+
+
+def _archive_checked(data: bytes) -> bytes:
+    if not data:
+        raise BackendError("tar produced no output")
+    return data

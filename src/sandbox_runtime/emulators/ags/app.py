@@ -1,0 +1,181 @@
+"""The emulator as one ASGI application: Cloud API, E2B REST, envd gateway and admin routes.
+
+Routing is by path, since the three protocols never share one: envd's paths (``/health``,
+``/files``, ``/process.Process/...``) go to the gateway, ``/sandboxes`` and ``/v2/...`` to the
+E2B REST API, ``POST /`` with ``X-TC-Action`` to the Cloud API, and ``/_emulator/...`` to the
+admin routes that tests and users call to inject faults and look at the state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import fields
+from typing import Any
+
+from ._cloudapi import CloudApi
+from ._e2b import E2bApi
+from ._faults import Fault, FaultBook
+from ._gateway import Gateway, GatewayAnswer
+from ._service import AgsService
+from .envd._http import Message, Scope
+
+__all__ = ["EmulatorApp"]
+
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+_ENVD_PATHS = ("/health", "/init", "/files", "/envs", "/metrics")
+_ENVD_SERVICES = ("/process.Process/", "/filesystem.Filesystem/")
+
+
+class DroppedConnection(ConnectionAbortedError):
+    """Raised to make the server close the connection without answering (a ``drop`` fault)."""
+
+
+async def _answer(
+    send: Send, status: int, body: bytes, headers: list[tuple[str, str]] | None = None
+) -> None:
+    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers or []]
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _answer_json(
+    send: Send, status: int, payload: Any, headers: list[tuple[str, str]] | None = None
+) -> None:
+    body = b"" if payload is None else json.dumps(payload).encode()
+    extra = [("content-type", "application/json")] if payload is not None else []
+    await _answer(send, status, body, extra + (headers or []))
+
+
+class EmulatorApp:
+    """The ASGI callable; see the module docstring."""
+
+    def __init__(self, service: AgsService, cloud: CloudApi, e2b: E2bApi, gateway: Gateway) -> None:
+        self.service = service
+        self.faults: FaultBook = service.faults
+        self.cloud = cloud
+        self.e2b = e2b
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        method: str = scope["method"]
+        path: str = scope["path"]
+        query: bytes = scope.get("query_string", b"")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if path.startswith("/_emulator/"):
+            await self._admin(method, path, body, send)
+        elif path in _ENVD_PATHS or path.startswith(_ENVD_SERVICES):
+            await self._envd(method, path, query, headers, body, send)
+        elif path.startswith(("/sandboxes", "/v2/")):
+            await self._e2b(method, path, query, headers, body, send)
+        elif method == "POST" and path == "/" and "x-tc-action" in headers:
+            await self._cloud(headers, body, send)
+        else:
+            await _answer_json(send, 404, {"code": 404, "message": f"no route for {path}"})
+
+    # -- faults ------------------------------------------------------------------------------
+
+    async def _fault(self, plane: str, operation: str, send: Send) -> bool:
+        """Apply an armed fault to this request; True if it was answered (or dropped)."""
+        fault = self.faults.take(plane, operation, ("rate_limit", "unavailable", "drop", "error"))
+        if fault is None:
+            return False
+        self.faults.record(plane, operation, 0 if fault.kind == "drop" else 200, fault)
+        if fault.kind == "drop":
+            raise DroppedConnection(f"injected drop of {operation}")
+        if fault.kind == "unavailable":
+            await _answer(send, 503, b"Service Unavailable", [("content-type", "text/plain")])
+        elif plane == "cloud":
+            code = "RequestLimitExceeded" if fault.kind == "rate_limit" else fault.code
+            payload = {
+                "Response": {
+                    "Error": {"Code": code, "Message": fault.message},
+                    "RequestId": "injected-fault",
+                }
+            }
+            await _answer_json(send, 200, payload)
+        else:
+            status = 429 if fault.kind == "rate_limit" else fault.status
+            await _answer_json(send, status, {"code": status, "message": fault.message})
+        return True
+
+    # -- planes ------------------------------------------------------------------------------
+
+    async def _cloud(self, headers: dict[str, str], body: bytes, send: Send) -> None:
+        action = headers.get("x-tc-action", "")
+        if await self._fault("cloud", action, send):
+            return
+        try:
+            params = json.loads(body) if body else {}
+        except ValueError:
+            params = None
+        response = await self.cloud.handle(action, headers, body, params)
+        self.faults.record("cloud", action, 200, None)
+        await _answer_json(send, 200, {"Response": response})
+
+    async def _e2b(
+        self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes, send: Send
+    ) -> None:
+        operation = self.e2b.operation(method, path)
+        if await self._fault("e2b", operation, send):
+            return
+        status, payload, extra = await self.e2b.handle(method, path, query, headers, body)
+        self.faults.record("e2b", operation, status, None)
+        await _answer_json(send, status, payload, list(extra.items()))
+
+    async def _envd(
+        self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes, send: Send
+    ) -> None:
+        if await self._fault("envd", path, send):
+            return
+        answer: GatewayAnswer = await self.gateway.forward(method, path, query, headers, body)
+        self.faults.record("envd", path, answer.status, None)
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers]
+        if answer.stream is None:
+            await _answer(send, answer.status, answer.body, answer.headers)
+            return
+        await send({"type": "http.response.start", "status": answer.status, "headers": raw})
+        async for chunk in answer.stream:
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    # -- admin -------------------------------------------------------------------------------
+
+    async def _admin(self, method: str, path: str, body: bytes, send: Send) -> None:
+        if path == "/_emulator/faults" and method == "POST":
+            spec = json.loads(body or b"{}")
+            known = {f.name for f in fields(Fault)}
+            unknown = set(spec) - known
+            if unknown or "kind" not in spec:
+                await _answer_json(send, 400, {"message": f"bad fault fields: {sorted(unknown)}"})
+                return
+            kind = spec.pop("kind")
+            self.faults.inject(kind, **spec)
+            await _answer_json(send, 200, {"faults": self.faults.armed()})
+        elif path == "/_emulator/faults" and method == "DELETE":
+            self.faults.clear()
+            await _answer_json(send, 200, {"faults": []})
+        elif path == "/_emulator/requests" and method == "GET":
+            records = [r.__dict__ for r in self.faults.requests()]
+            await _answer_json(send, 200, {"requests": records})
+        elif path == "/_emulator/state" and method == "GET":
+            store = self.service.store
+            with store.lock:
+                state = {
+                    "tools": [t.to_api() for t in store.tools.values()],
+                    "instances": [i.to_api() for i in store.instances.values()],
+                }
+            await _answer_json(send, 200, state)
+        else:
+            await _answer_json(send, 404, {"message": f"no admin route {method} {path}"})

@@ -1,0 +1,75 @@
+"""``python -m ...envd``: serve the envd emulation on a TCP port of this machine.
+
+The access token is read from the ``ENVD_ACCESS_TOKEN`` environment variable, never from
+the command line, where every user of the machine could read it in ``ps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+
+from ._http import serve
+from .app import EnvdApp
+
+
+def _write_port(path: str, port: int) -> None:
+    # Written to a temporary name first, so a reader never sees a half-written file.
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="ascii") as handle:
+        handle.write(f"{port}\n")
+    os.replace(partial, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and serve until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(prog="envd", description="envd protocol emulation")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=49983, help="0 picks a free port")
+    parser.add_argument("--port-file", help="write the bound port to this file when ready")
+    parser.add_argument("--root", default="/", help="directory that stands for the sandbox's /")
+    parser.add_argument("--workdir", default="/", help="base of relative paths")
+    parser.add_argument(
+        "--keep-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of envd's own environment to every process (repeatable)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="envd %(levelname)s %(name)s: %(message)s",
+    )
+    app = EnvdApp(root=args.root, workdir=args.workdir, keep_env=tuple(args.keep_env))
+    token = os.environ.pop("ENVD_ACCESS_TOKEN", None)
+    if token:
+        app.access_token = token
+
+    def ready(port: int) -> None:
+        if args.port_file:
+            _write_port(args.port_file, port)
+        print(f"envd listening on {args.host}:{port}", file=sys.stderr, flush=True)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, task.cancel)
+        await serve(app, host=args.host, port=args.port, on_ready=ready)
+
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(run())
+    app.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Processes as envd runs them: real child processes whose output is fanned out as events.
+
+Behaviour follows envd's process service where a client can see it:
+
+* the command runs through ``/bin/sh -c 'exec "$@"'`` (envd wraps it in a shell too), so a
+  missing program is exit 127 from the shell rather than a failed start;
+* the environment is ``PATH``, ``HOME``, ``USER``, ``LOGNAME``, the sandbox's default
+  variables, then the request's ``envs``;
+* the child stays in envd's process group; ``SendSignal`` signals that pid only;
+* a missing ``cwd`` fails the call with ``invalid_argument`` before anything runs;
+* ``Connect-Timeout-Ms`` bounds the process: when it passes, the process is killed and the
+  stream ends with ``deadline_exceeded``; a client that merely disconnects leaves it running;
+* output arrives in chunks of at most 32 KiB; the end event carries the exit code, whether
+  the process exited, and a Go-style status (``exit status 3``, ``signal: killed``).
+
+Output pipes are read with the event loop's readers and exits are awaited on a thread per
+process, so nothing here depends on asyncio's child watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._connect import ConnectError, b64
+
+__all__ = ["ManagedProcess", "ProcessManager"]
+
+CHUNK = 32 * 1024
+# After the process exits, children it left behind may hold the pipes open forever; what
+# they print later is not the process's output, so reading stops shortly after the exit.
+_DRAIN_AFTER_EXIT = 0.05
+_SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: 9, 15: 15}
+
+Event = dict[str, Any]
+
+
+def _settle(future: asyncio.Future[Any], value: Any) -> None:
+    """Resolve ``future`` unless it already is (a callback may fire twice)."""
+    if not future.done():
+        future.set_result(value)
+
+
+def _go_status(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal: {-returncode}"
+    words = {"SIGKILL": "killed", "SIGTERM": "terminated", "SIGINT": "interrupt"}
+    return f"signal: {words.get(name, name.lower().removeprefix('sig'))}"
+
+
+@dataclass
+class ManagedProcess:
+    """One started process and the streams listening to it."""
+
+    pid: int
+    config: dict[str, Any]
+    tag: str | None
+    popen: subprocess.Popen[bytes]
+    listeners: list[asyncio.Queue[Event | None]] = field(default_factory=list)
+    end: Event | None = None
+    stdin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def subscribe(self) -> asyncio.Queue[Event | None]:
+        """A queue receiving every event from now on, then ``None``."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        if self.finished.is_set():
+            if self.end is not None:
+                queue.put_nowait({"end": self.end})
+            queue.put_nowait(None)
+        else:
+            self.listeners.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event | None]) -> None:
+        """Stop delivering events to ``queue`` (its stream went away)."""
+        with contextlib.suppress(ValueError):
+            self.listeners.remove(queue)
+
+    def publish(self, event: Event | None) -> None:
+        """Deliver one event (``None`` closes the streams) to every listener."""
+        for queue in list(self.listeners):
+            queue.put_nowait(event)
+
+    def info(self) -> dict[str, Any]:
+        """The ``ProcessInfo`` message of ``List``."""
+        info: dict[str, Any] = {"config": self.config, "pid": self.pid}
+        if self.tag is not None:
+            info["tag"] = self.tag
+        return info
+
+
+class ProcessManager:
+    """The processes of one envd: start, find, feed, signal and list them."""
+
+    def __init__(
+        self, resolve_dir: Callable[[str], str], base_env: Callable[[], dict[str, str]]
+    ) -> None:
+        self._resolve_dir = resolve_dir
+        self._base_env = base_env
+        self._processes: dict[int, ManagedProcess] = {}
+
+    def list(self) -> list[dict[str, Any]]:
+        """``ProcessInfo`` of every running process."""
+        return [proc.info() for proc in self._processes.values()]
+
+    def find(self, selector: dict[str, Any]) -> ManagedProcess:
+        """The process a ``ProcessSelector`` names, or a ``not_found`` error."""
+        if "pid" in selector:
+            proc = self._processes.get(int(selector["pid"]))
+            if proc is not None:
+                return proc
+            raise ConnectError("not_found", f"process with pid {selector['pid']} not found")
+        if "tag" in selector:
+            for proc in self._processes.values():
+                if proc.tag == selector["tag"]:
+                    return proc
+            raise ConnectError("not_found", f"process with tag {selector['tag']} not found")
+        raise ConnectError("invalid_argument", "process selector is empty")
+
+    async def start(
+        self, request: dict[str, Any], *, timeout: float | None
+    ) -> tuple[ManagedProcess, asyncio.Queue[Event | None]]:
+        """Start the process of a ``StartRequest``; returns it and a queue of its events."""
+        config = dict(request.get("process") or {})
+        if request.get("pty"):
+            raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
+        cmd = config.get("cmd") or ""
+        if not cmd:
+            raise ConnectError("invalid_argument", "process cmd is empty")
+        args = [str(arg) for arg in config.get("args") or []]
+        cwd_text = config.get("cwd") or ""
+        cwd = self._resolve_dir(cwd_text)
+        if not os.path.isdir(cwd):
+            raise ConnectError("invalid_argument", f"cwd '{cwd_text or cwd}' does not exist")
+        env = self._base_env()
+        env.update({str(k): str(v) for k, v in (config.get("envs") or {}).items()})
+        want_stdin = request.get("stdin", True) is not False
+        try:
+            popen = subprocess.Popen(
+                ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if want_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ConnectError(
+                "invalid_argument", f"error starting process '{cmd}': {exc}"
+            ) from exc
+        proc = ManagedProcess(
+            pid=popen.pid,
+            config={k: v for k, v in config.items() if v not in (None, "", [], {})},
+            tag=request.get("tag"),
+            popen=popen,
+        )
+        queue = proc.subscribe()
+        self._processes[proc.pid] = proc
+        asyncio.get_running_loop().create_task(self._supervise(proc, timeout))
+        return proc, queue
+
+    async def _supervise(self, proc: ManagedProcess, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[int] = loop.create_future()
+
+        def wait_for_exit() -> None:
+            code = proc.popen.wait()
+            loop.call_soon_threadsafe(_settle, exited, code)
+
+        threading.Thread(target=wait_for_exit, name=f"envd-wait-{proc.pid}", daemon=True).start()
+        readers = [
+            loop.create_task(self._pump(proc, proc.popen.stdout, "stdout")),
+            loop.create_task(self._pump(proc, proc.popen.stderr, "stderr")),
+        ]
+        deadline_hit = False
+        try:
+            await asyncio.wait_for(asyncio.shield(exited), timeout)
+        except asyncio.TimeoutError:
+            deadline_hit = True
+            with contextlib.suppress(ProcessLookupError):
+                proc.popen.kill()
+            await exited
+        returncode = exited.result()
+        _done, pending = await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT)
+        for task in pending:
+            task.cancel()
+        for stream in (proc.popen.stdout, proc.popen.stderr, proc.popen.stdin):
+            if stream is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    loop.remove_reader(stream.fileno())
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._processes.pop(proc.pid, None)
+        if deadline_hit:
+            proc.publish({"error": ConnectError("deadline_exceeded", "context deadline exceeded")})
+        else:
+            end: Event = {"exited": returncode >= 0, "status": _go_status(returncode)}
+            exit_code = returncode if returncode >= 0 else -1
+            if exit_code:
+                end["exitCode"] = exit_code
+            if returncode < 0:
+                end["error"] = _go_status(returncode)
+            proc.end = end
+            proc.publish({"end": end})
+        proc.finished.set()
+        proc.publish(None)
+
+    async def _pump(self, proc: ManagedProcess, pipe: Any, name: str) -> None:
+        loop = asyncio.get_running_loop()
+        fd = pipe.fileno()
+        os.set_blocking(fd, False)
+        while True:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, _settle, ready, None)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(fd)
+            try:
+                chunk = os.read(fd, CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            proc.publish({"data": {name: b64(chunk)}})
+
+    async def send_input(self, selector: dict[str, Any], data: bytes) -> None:
+        """Write ``data`` to the process's stdin without blocking the loop."""
+        proc = self.find(selector)
+        stdin = proc.popen.stdin
+        if stdin is None or stdin.closed:
+            raise ConnectError("failed_precondition", "stdin not enabled or closed")
+        loop = asyncio.get_running_loop()
+        fd = stdin.fileno()
+        async with proc.stdin_lock:
+            os.set_blocking(fd, False)
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(fd, view)
+                except BlockingIOError:
+                    ready: asyncio.Future[None] = loop.create_future()
+                    loop.add_writer(fd, _settle, ready, None)
+                    try:
+                        await ready
+                    finally:
+                        loop.remove_writer(fd)
+                    continue
+                except BrokenPipeError as exc:
+                    raise ConnectError("internal", f"error writing to stdin: {exc}") from exc
+                view = view[written:]
+
+    async def close_stdin(self, selector: dict[str, Any]) -> None:
+        """Close stdin so the process sees end of input."""
+        proc = self.find(selector)
+        async with proc.stdin_lock:
+            if proc.popen.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.popen.stdin.close()
+
+    def send_signal(self, selector: dict[str, Any], name: Any) -> None:
+        """Send SIGKILL or SIGTERM to the process (its pid only, as envd does)."""
+        proc = self.find(selector)
+        signum = _SIGNALS.get(name)
+        if signum is None:
+            raise ConnectError("invalid_argument", f"invalid signal: {name}")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process (envd shutting down)."""
+        for proc in list(self._processes.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)

@@ -1,0 +1,358 @@
+"""The envd HTTP and Connect API as a plain ASGI application (standard library only).
+
+Routes: ``GET /health``, ``POST /init``, ``GET /envs``, ``GET|POST /files`` and the
+``process.Process`` and ``filesystem.Filesystem`` services over Connect+JSON.  Access follows
+envd's rules: with an access token set, every route but ``/health``, ``/init`` and
+``/files`` needs ``X-Access-Token``; ``/files`` accepts the header or a valid signature.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import gzip
+import hashlib
+import hmac
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from ._connect import ConnectError, end_of_stream, envelope, parse_envelopes, unb64
+from ._files import Files, parse_multipart
+from ._http import Message, Scope
+from ._process import ProcessManager
+
+__all__ = ["ENVD_VERSION", "EnvdApp"]
+
+#: The envd version this emulator answers like (stdin flag, CloseStdin, octet-stream upload).
+ENVD_VERSION = "0.5.7"
+
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+_UNAUTHORIZED = "unauthorized access, please provide a valid access token or method signing"
+
+
+class _Request:
+    def __init__(self, scope: Scope, body: bytes) -> None:
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode()).items()}
+        self.headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        self.body = body
+
+
+async def _respond(
+    send: Send, status: int, body: bytes = b"", content_type: str = "application/json"
+) -> None:
+    headers = [(b"content-length", str(len(body)).encode())]
+    if body or status != 204:
+        headers.append((b"content-type", content_type.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, status: int, payload: Any) -> None:
+    await _respond(send, status, json.dumps(payload).encode())
+
+
+def _signature(path: str, operation: str, user: str, token: str, expiration: int | None) -> str:
+    raw = f"{path}:{operation}:{user}:{token}"
+    if expiration is not None:
+        raw += f":{expiration}"
+    digest = hashlib.sha256(raw.encode()).digest()
+    return "v1_" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class EnvdApp:
+    """One envd: a process manager and a file service behind the envd routes."""
+
+    def __init__(
+        self, *, root: str = "/", workdir: str = "/", keep_env: tuple[str, ...] = ()
+    ) -> None:
+        self.access_token: str | None = None
+        self.env_vars: dict[str, str] = {
+            name: os.environ[name] for name in keep_env if name in os.environ
+        }
+        self.files = Files(root=root, workdir=workdir)
+        self.processes = ProcessManager(self.files.host, self._process_env)
+
+    def _process_env(self) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/root"),
+            "USER": os.environ.get("USER", "root"),
+            "LOGNAME": os.environ.get("LOGNAME", os.environ.get("USER", "root")),
+        }
+        env.update(self.env_vars)
+        return env
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = _Request(scope, body)
+        try:
+            await self._route(request, receive, send)
+        except ConnectError as exc:
+            await _json(send, exc.status, exc.body())
+
+    def _authorized(self, request: _Request) -> bool:
+        if self.access_token is None:
+            return True
+        given = request.headers.get("x-access-token", "")
+        return hmac.compare_digest(given.encode(), self.access_token.encode())
+
+    def _file_access(self, request: _Request, operation: str) -> bool:
+        if self._authorized(request):
+            return True
+        assert self.access_token is not None
+        signature = request.query.get("signature")
+        if not signature:
+            return False
+        expiration_text = request.query.get("signature_expiration")
+        expiration = int(expiration_text) if expiration_text else None
+        if expiration is not None and expiration < time.time():
+            return False
+        expected = _signature(
+            request.query.get("path", ""),
+            operation,
+            request.query.get("username", ""),
+            self.access_token,
+            expiration,
+        )
+        return hmac.compare_digest(signature.encode(), expected.encode())
+
+    async def _route(self, request: _Request, receive: Receive, send: Send) -> None:
+        path, method = request.path, request.method
+        if path == "/health" and method == "GET":
+            await _respond(send, 204)
+            return
+        if path == "/init" and method == "POST":
+            self._init(json.loads(request.body or b"{}"))
+            await _respond(send, 204)
+            return
+        if path == "/files":
+            operation = "read" if method == "GET" else "write"
+            if not self._file_access(request, operation):
+                await _json(send, 401, {"code": 401, "message": _UNAUTHORIZED})
+                return
+            if method == "GET":
+                await self._get_file(request, send)
+            elif method == "POST":
+                await self._post_files(request, send)
+            else:
+                await _json(send, 405, {"code": 405, "message": "method not allowed"})
+            return
+        if not self._authorized(request):
+            await _json(send, 401, {"code": 401, "message": _UNAUTHORIZED})
+            return
+        if path == "/envs" and method == "GET":
+            await _json(send, 200, self.env_vars)
+            return
+        service, _, rpc = path.lstrip("/").partition("/")
+        if method == "POST" and service == "process.Process":
+            await self._process_rpc(rpc, request, send)
+            return
+        if method == "POST" and service == "filesystem.Filesystem":
+            await self._filesystem_rpc(rpc, request, send)
+            return
+        await _json(send, 404, {"code": 404, "message": f"no route for {method} {path}"})
+
+    def _init(self, body: dict[str, Any]) -> None:
+        """``POST /init``: what the orchestrator sets when a sandbox starts."""
+        self.env_vars.update({str(k): str(v) for k, v in (body.get("envVars") or {}).items()})
+        token = body.get("accessToken")
+        if token:
+            self.access_token = str(token)
+        if body.get("defaultWorkdir"):
+            self.files.workdir = str(body["defaultWorkdir"])
+
+    # -- /files ----------------------------------------------------------------------------
+
+    async def _get_file(self, request: _Request, send: Send) -> None:
+        path = request.query.get("path")
+        if not path:
+            raise ConnectError("invalid_argument", "path is required")
+        try:
+            data = self.files.read(path)
+        except ConnectError as exc:
+            await _json(send, exc.status, {"code": exc.status, "message": exc.message})
+            return
+        await _respond(send, 200, data, "application/octet-stream")
+
+    async def _post_files(self, request: _Request, send: Send) -> None:
+        content_type = request.headers.get("content-type", "")
+        body = request.body
+        if request.headers.get("content-encoding", "").lower() == "gzip":
+            body = gzip.decompress(body)
+        path = request.query.get("path")
+        if content_type.startswith("multipart/form-data"):
+            parts = parse_multipart(body, content_type)
+            uploads = [(path if path and len(parts) == 1 else name, data) for name, data in parts]
+        elif content_type.startswith("application/octet-stream"):
+            uploads = [(path, body)]
+        else:
+            await _json(send, 400, {"code": 400, "message": f"unsupported type {content_type}"})
+            return
+        written = []
+        seen: set[str] = set()
+        for target, data in uploads:
+            if not target:
+                await _json(send, 400, {"code": 400, "message": "path is required"})
+                return
+            if target in seen:
+                await _json(send, 400, {"code": 400, "message": f"duplicate path '{target}'"})
+                return
+            seen.add(target)
+            try:
+                written.append(self.files.write(target, data))
+            except ConnectError as exc:
+                await _json(send, exc.status, {"code": exc.status, "message": exc.message})
+                return
+            except OSError as exc:
+                status = 507 if exc.errno == 28 else 500
+                await _json(send, status, {"code": status, "message": str(exc)})
+                return
+        await _json(send, 200, written)
+
+    # -- process.Process -------------------------------------------------------------------
+
+    async def _process_rpc(self, rpc: str, request: _Request, send: Send) -> None:
+        if rpc in ("Start", "Connect"):
+            await self._process_stream(rpc, request, send)
+            return
+        if rpc == "StreamInput":
+            await self._stream_input(request, send)
+            return
+        body = json.loads(request.body or b"{}")
+        result: dict[str, Any] = {}
+        if rpc == "List":
+            result = {"processes": self.processes.list()}
+        elif rpc == "SendInput":
+            data = (body.get("input") or {}).get("stdin")
+            if data is None:
+                raise ConnectError("unimplemented", "only stdin input is supported (no PTY)")
+            await self.processes.send_input(body.get("process") or {}, unb64(data))
+        elif rpc == "CloseStdin":
+            await self.processes.close_stdin(body.get("process") or {})
+        elif rpc == "SendSignal":
+            self.processes.send_signal(body.get("process") or {}, body.get("signal"))
+        elif rpc == "Update":
+            raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
+        else:
+            raise ConnectError("unimplemented", f"process.Process/{rpc} is not implemented")
+        await _json(send, 200, result)
+
+    async def _process_stream(self, rpc: str, request: _Request, send: Send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/connect+json")],
+            }
+        )
+
+        async def emit(data: bytes, more: bool = True) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        try:
+            messages = parse_envelopes(request.body)
+            message = messages[0][1] if messages else {}
+            timeout_ms = request.headers.get("connect-timeout-ms")
+            timeout = int(timeout_ms) / 1000 if timeout_ms else None
+            if rpc == "Start":
+                proc, queue = await self.processes.start(message, timeout=timeout)
+            else:
+                proc = self.processes.find(message.get("process") or {})
+                queue = proc.subscribe()
+        except ConnectError as exc:
+            await emit(end_of_stream(exc), more=False)
+            return
+        interval_text = request.headers.get("keepalive-ping-interval")
+        interval = float(interval_text) if interval_text else None
+        error: ConnectError | None = None
+        try:
+            await emit(envelope({"event": {"start": {"pid": proc.pid}}}))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), interval)
+                except asyncio.TimeoutError:
+                    await emit(envelope({"event": {"keepalive": {}}}))
+                    continue
+                if event is None:
+                    break
+                if "error" in event:
+                    error = event["error"]
+                    break
+                await emit(envelope({"event": event}))
+            await emit(end_of_stream(error), more=False)
+        except (ConnectionError, OSError):
+            pass  # the client went away; the process keeps running, as in envd
+        finally:
+            proc.unsubscribe(queue)
+
+    async def _stream_input(self, request: _Request, send: Send) -> None:
+        selector: dict[str, Any] = {}
+        error: ConnectError | None = None
+        try:
+            for _flags, message in parse_envelopes(request.body):
+                event = message.get("event", message)
+                if "start" in event:
+                    selector = event["start"].get("process") or {}
+                elif "data" in event:
+                    data = (event["data"].get("input") or {}).get("stdin")
+                    if data is not None:
+                        await self.processes.send_input(selector, unb64(data))
+        except ConnectError as exc:
+            error = exc
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/connect+json")],
+            }
+        )
+        payload = b"" if error else envelope({})
+        await send({"type": "http.response.body", "body": payload + end_of_stream(error)})
+
+    # -- filesystem.Filesystem -------------------------------------------------------------
+
+    async def _filesystem_rpc(self, rpc: str, request: _Request, send: Send) -> None:
+        body = json.loads(request.body or b"{}")
+        files = self.files
+        try:
+            if rpc == "Stat":
+                result: dict[str, Any] = {"entry": files.entry(body.get("path", ""))}
+            elif rpc == "MakeDir":
+                result = {"entry": files.make_dir(body.get("path", ""))}
+            elif rpc == "Move":
+                result = {"entry": files.move(body.get("source", ""), body["destination"])}
+            elif rpc == "ListDir":
+                depth = int(body.get("depth") or 1)
+                result = {"entries": files.list_dir(body.get("path", ""), depth)}
+            elif rpc == "Remove":
+                files.remove(body.get("path", ""))
+                result = {}
+            else:
+                raise ConnectError(
+                    "unimplemented", f"filesystem.Filesystem/{rpc} is not implemented"
+                )
+        except PermissionError as exc:
+            raise ConnectError("permission_denied", str(exc)) from exc
+        await _json(send, 200, result)
+
+    def shutdown(self) -> None:
+        """Kill every process this envd started."""
+        with contextlib.suppress(Exception):
+            self.processes.kill_all()

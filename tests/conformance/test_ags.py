@@ -1,0 +1,36 @@
+"""The shared conformance suite, for the ``ags`` backend against the local AGS emulator.
+
+Instances run in ``local`` sandboxes with namespace isolation, so absolute paths agree
+between the file API and commands, as on the real service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox_runtime import SandboxConfig
+from sandbox_runtime.testing import SandboxConformance
+from tests.conftest import bwrap_problem, require
+
+pytest.importorskip("e2b", reason="needs the ags extra: pip install -e '.[ags,ags-emulator]'")
+
+from sandbox_runtime.emulators.ags.server import AgsEmulator
+
+pytestmark = pytest.mark.e2b_sdk
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[AgsEmulator]:
+    require(bwrap_problem())
+    with AgsEmulator(backend="local", local_isolation="namespace") as running:
+        yield running
+
+
+class TestAgs(SandboxConformance):
+    @pytest.fixture
+    def sandbox_config(self, emulator: AgsEmulator) -> SandboxConfig:
+        return SandboxConfig(
+            backend="ags", workdir="/testbed", lifetime=600, options=emulator.backend_options()
+        )
