@@ -23,8 +23,8 @@ def require(reason: str | None) -> None:
     if reason is None:
         return
     if IN_CI:
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
+        pytest.fail(f"required in CI: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
 
 
 @cache

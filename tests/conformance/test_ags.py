@@ -14,7 +14,10 @@ from sandbox_runtime import SandboxConfig
 from sandbox_runtime.testing import SandboxConformance
 from tests.conftest import bwrap_problem, require
 
-pytest.importorskip("e2b", reason="needs the ags extra: pip install -e '.[ags,ags-emulator]'")
+try:
+    import e2b  # noqa: F401
+except ImportError:  # pragma: no cover - fails in CI, skips elsewhere
+    require("needs the ags extra: pip install -e '.[ags,ags-emulator]'")
 
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh Debian/Ubuntu machine, installing what it needs first.
+#
+#   ./scripts/test.sh            # everything (what .ci/run calls)
+#   ./scripts/test.sh -k docker  # extra arguments go to pytest
+#
+# Idempotent: each step is skipped when its result is already there, so a second run goes
+# straight to the tests.  Needs root (or sudo) only for the Debian packages and dockerd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+log() { printf '\n==> %s\n' "$*"; }
+
+# 1. System packages: the Docker engine, bubblewrap (local namespace isolation), debootstrap
+#    (the test image is built from Debian's mirror: no container registry is reachable).
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v git >/dev/null || missing+=(git)
+command -v patch >/dev/null || missing+=(patch)
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. A running Docker engine.
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  as_root sh -c 'nohup dockerd >/tmp/dockerd.log 2>&1 &'
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { tail -20 /tmp/dockerd.log; echo "dockerd did not start" >&2; exit 1; }
+fi
+
+# 3. The project and its test dependencies in a virtualenv.
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench' 2>/dev/null; then
+  log "installing sandbox-runtime[all,test]"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
+fi
+
+# 4. The Docker test image (cached as a rootfs tarball under ~/.cache/sandbox-runtime).
+log "test image"
+bash tests/images/build-base-image.sh
+
+# 5. The tests: the whole suite in parallel, then the e2b-protocol tests again under the
+#    oldest e2b release the ags backend supports (the suite itself runs the newest).
+log "pytest"
+.venv/bin/python -m pytest -n 2 -p xdist "$@"
+if [ "$#" -eq 0 ]; then
+  log "e2b protocol tests with the oldest supported e2b"
+  PYTHON="$root/.venv/bin/python" bash tests/ags/run_with_e2b_version.sh 2.15.2 -q -n 2 -p xdist
+fi
