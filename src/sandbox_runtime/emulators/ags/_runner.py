@@ -20,8 +20,10 @@ import logging
 import os
 import secrets
 import shlex
+import shutil
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,6 +45,20 @@ WORKDIR = "/home/user"
 # Variables the local backend sets for its processes; envd must hand them on, or the
 # backend could not find (and kill) the commands envd starts.
 _KEEP_ENV = ("SANDBOX_RUNTIME_ID", "SANDBOX_RUNTIME_ROOT", "TMPDIR")
+
+
+def _local_interpreter() -> str:
+    """A Python that commands in a ``local`` sandbox can reach, to run envd (stdlib only).
+
+    A virtualenv's interpreter may live under ``/tmp`` (a CI checkout, say), which namespace
+    isolation hides behind the sandbox's own ``/tmp``; the real interpreter behind the
+    virtualenv's symlink serves envd just as well, since envd needs no site-packages.
+    """
+    hidden = ("/tmp/", os.path.realpath(tempfile.gettempdir()) + os.sep)
+    for candidate in (os.path.realpath(sys.executable), sys.executable, shutil.which("python3")):
+        if candidate and not candidate.startswith(hidden):
+            return candidate
+    return sys.executable
 
 
 class RunnerSettings:
@@ -159,7 +175,7 @@ class InstanceRunner:
         because there commands see the host's ``/``.
         """
         root = '"${SANDBOX_RUNTIME_ROOT:-}"'
-        python = sys.executable if self.settings.backend == "local" else "python3"
+        python = _local_interpreter() if self.settings.backend == "local" else "python3"
         keep = " ".join(f"--keep-env {name}" for name in _KEEP_ENV)
         return (
             f"cd {root}{ENVD_HOME} && exec {shlex.quote(python)} -E -s -m {ENVD_PACKAGE} "
