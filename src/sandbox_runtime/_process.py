@@ -89,6 +89,17 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux >= 5.3), or None."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(pid))
+    except OSError:
+        return None
+
+
 def _pump(
     process: subprocess.Popen[bytes],
     stdin: bytes | None,
@@ -96,7 +107,12 @@ def _pump(
     stderr: HeadTailBuffer,
     deadline: float | None,
 ) -> bool:
-    """Move bytes until both pipes close (or the command exits); True if the deadline passed."""
+    """Move bytes until the command has exited and its pipes are drained; True on deadline.
+
+    The command's exit wakes the selector through a pidfd where the kernel has them, so
+    neither a finished command nor its caller waits on a polling interval; elsewhere the
+    loop checks the process every 50 ms.
+    """
     assert process.stdout is not None
     assert process.stderr is not None
     selector = selectors.DefaultSelector()
@@ -104,6 +120,9 @@ def _pump(
     for fd in sinks:
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
+    pidfd = _open_pidfd(process.pid)
+    if pidfd is not None:
+        selector.register(pidfd, selectors.EVENT_READ)
     pending = memoryview(stdin) if stdin is not None else None
     stdin_fd = -1
     if process.stdin is not None:
@@ -115,19 +134,28 @@ def _pump(
             process.stdin.close()
     exited_at: float | None = None
     try:
-        while sinks:
+        while True:
             now = time.monotonic()
+            if exited_at is None and pidfd is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None:
+                if not sinks:
+                    break
+                if now - exited_at > _DRAIN_AFTER_EXIT:
+                    _read_available(sinks)
+                    break
             if deadline is not None and now >= deadline:
                 return True
-            if exited_at is None and process.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT:
-                _read_available(sinks)
-                break
-            wait = 0.05 if exited_at is None else _DRAIN_AFTER_EXIT
+            wait: float | None = _DRAIN_AFTER_EXIT if exited_at is not None else None
+            if pidfd is None and exited_at is None:
+                wait = 0.05
             if deadline is not None:
-                wait = min(wait, max(deadline - now, 0.0))
+                wait = max(deadline - now, 0.0) if wait is None else min(wait, deadline - now)
             for key, _ in selector.select(wait):
+                if key.fd == pidfd:
+                    selector.unregister(pidfd)
+                    exited_at = time.monotonic()
+                    continue
                 if key.fd == stdin_fd:
                     assert pending is not None
                     assert process.stdin is not None
@@ -150,14 +178,18 @@ def _pump(
                 else:
                     selector.unregister(key.fd)
                     del sinks[key.fd]
+            if not sinks and exited_at is None and pidfd is None:
+                # Pipes closed (the command closed them, or exited): wait for the status.
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                try:
+                    process.wait(timeout=remaining)
+                except subprocess.TimeoutExpired:
+                    return True
+                exited_at = time.monotonic()
     finally:
         selector.close()
-    # Both pipes are closed (or abandoned to background children): wait for the exit status.
-    remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-    try:
-        process.wait(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        return True
+        if pidfd is not None:
+            os.close(pidfd)
     return False
 
 
