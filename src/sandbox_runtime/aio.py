@@ -134,9 +134,9 @@ class AsyncSandboxRuntime:
         """Copy a sandbox file or directory out."""
         await asyncio.to_thread(self._sync.download, sandbox_path, local_path)
 
-    async def base_commit(self, *, cwd: str | None = None) -> str:
+    async def base_commit(self, *, cwd: str | None = None, refresh: bool = False) -> str:
         """The repository's base commit."""
-        return await asyncio.to_thread(self._sync.base_commit, cwd=cwd)
+        return await asyncio.to_thread(self._sync.base_commit, cwd=cwd, refresh=refresh)
 
     async def apply_patch(self, patch: str, *, cwd: str | None = None) -> PatchResult:
         """Apply a unified diff."""

@@ -336,13 +336,14 @@ class SandboxRuntime:
         # safe.directory: the repository is often owned by another uid than the exec user.
         return self.exec(f"git -c safe.directory='*' {args}", cwd=cwd, timeout=timeout)
 
-    def base_commit(self, *, cwd: str | None = None) -> str:
+    def base_commit(self, *, cwd: str | None = None, refresh: bool = False) -> str:
         """The commit the repository at ``cwd`` had when first asked; diffs and resets use it.
 
-        Call it right after start (the SWE layer does) if an agent may commit later.
+        Call it right after start (the SWE layer does) if an agent may commit later, and with
+        ``refresh=True`` after a setup step that commits (it re-reads ``HEAD``).
         """
         directory = self.resolve(cwd) if cwd is not None else self._config.workdir
-        cached = self._base_commits.get(directory)
+        cached = None if refresh else self._base_commits.get(directory)
         if cached is None:
             result = self._git("rev-parse HEAD", directory)
             if result.exit_code != 0:

@@ -127,9 +127,8 @@ def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks: list[Task]) -
         )
         from sandbox_runtime.swe.prepare import prepare
 
-        sandbox._base_commits.clear()
         prepare(task, sandbox)  # no such ref here: applies and commits the bug patch
-        sandbox.base_commit()
+        sandbox.base_commit(refresh=True)
         NullAgent().run(task, sandbox, Budget())
         buggy = grade(task, sandbox)
         OracleAgent().run(task, sandbox, Budget())

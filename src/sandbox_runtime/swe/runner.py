@@ -180,7 +180,7 @@ class Runner:
             sandbox.start()
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
-            sandbox.base_commit()
+            sandbox.base_commit(refresh=True)
             outcome.timings["setup"] = time.monotonic() - began
             self._attempt(task, sandbox, outcome)
         except Exception as exc:

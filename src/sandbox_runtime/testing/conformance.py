@@ -296,10 +296,13 @@ class SandboxConformance:
         assert repo.diff() == ""
 
     def test_diff_sees_committed_changes_against_base(self, repo: SandboxRuntime) -> None:
-        repo.base_commit()
+        base = repo.base_commit()
         repo.write_text("src/app.py", "def answer():\n    return 43\n")
         repo.exec(f"{_GIT} commit -qam 'agent commit'", check=True)
         assert "+    return 43" in repo.diff()
+        assert repo.base_commit() == base
+        assert repo.base_commit(refresh=True) != base
+        assert repo.diff() == ""
 
     def test_diff_sees_same_size_edit_in_the_same_second(self, repo: SandboxRuntime) -> None:
         # Same size and (likely) the same second as the commit: only git's racy-clean check
