@@ -23,9 +23,7 @@ ENTRY_POINT_GROUP = "sandbox_runtime.backends"
 _EXTRAS = {
     "local": None,
     "docker": "docker",
-    "kubernetes": "kubernetes",
     "ags": "ags",
-    "repoenv": "repoenv",
 }
 
 _cache: dict[str, type[Backend]] = {}

@@ -40,8 +40,9 @@ def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPat
     from sandbox_runtime import registry
 
     monkeypatch.setattr(registry, "_entry_points", lambda: {})
-    with pytest.raises(BackendNotFoundError, match=r"pip install 'sandbox-runtime\[kubernetes\]'"):
-        load_backend("kubernetes")
+    monkeypatch.setattr(registry, "_cache", {})
+    with pytest.raises(BackendNotFoundError, match=r"pip install 'sandbox-runtime\[ags\]'"):
+        load_backend("ags")
 
 
 def test_dotted_path_loads_a_backend_class() -> None:
