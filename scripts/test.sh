@@ -14,13 +14,16 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 log() { printf '\n==> %s\n' "$*"; }
 
 # 1. System packages: the Docker engine, bubblewrap (local namespace isolation), debootstrap
-#    (the test image is built from Debian's mirror: no container registry is reachable).
+#    (the test image is built from Debian's mirror: no container registry is reachable), and
+#    Podman with its init (the docker backend is also tested against Podman's Docker API).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v git >/dev/null || missing+=(git)
 command -v patch >/dev/null || missing+=(patch)
+command -v podman >/dev/null || missing+=(podman)
+[ -e /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]}"
   as_root apt-get update -qq

@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +65,42 @@ def docker_image() -> str:
     """The locally built test image; fails in CI and skips elsewhere without Docker."""
     require(docker_problem())
     return DOCKER_IMAGE
+
+
+@cache
+def podman_problem() -> str | None:
+    """Why Podman tests cannot run here, or None."""
+    if shutil.which("podman") is None:
+        return "podman is not installed (apt-get install podman catatonit)"
+    if not Path("/usr/libexec/podman/catatonit").exists() and shutil.which("catatonit") is None:
+        return "catatonit (Podman's init) is not installed"
+    return docker_problem()  # the image is copied from the Docker engine
+
+
+@pytest.fixture(scope="session")
+def podman_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ``podman system service`` speaking the Docker API, with the test image loaded."""
+    require(podman_problem())
+    copied = subprocess.run(
+        ["podman", "pull", "-q", f"docker-daemon:{DOCKER_IMAGE}"], capture_output=True, check=False
+    )
+    if copied.returncode != 0:
+        pytest.fail(f"cannot copy {DOCKER_IMAGE} into podman: {copied.stderr.decode()}")
+    socket_path = tmp_path_factory.mktemp("podman") / "podman.sock"
+    conf = Path(__file__).parent / "images" / "podman-containers.conf"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket_path}"],
+        env={**os.environ, "CONTAINERS_CONF": str(conf)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not socket_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        if not socket_path.exists():
+            pytest.fail("podman system service did not create its socket")
+        yield f"unix://{socket_path}"
+    finally:
+        service.terminate()
+        service.wait(timeout=30)

@@ -4,6 +4,7 @@ import pytest
 
 from sandbox_runtime import SandboxConfig
 from sandbox_runtime.testing import SandboxConformance
+from tests.conftest import DOCKER_IMAGE
 
 pytestmark = pytest.mark.docker
 
@@ -12,3 +13,17 @@ class TestDocker(SandboxConformance):
     @pytest.fixture
     def sandbox_config(self, docker_image: str) -> SandboxConfig:
         return SandboxConfig(backend="docker", image=docker_image, workdir="/testbed", lifetime=600)
+
+
+class TestDockerBackendOnPodman(SandboxConformance):
+    """The docker backend against Podman's Docker-compatible API (``DOCKER_HOST`` users)."""
+
+    @pytest.fixture
+    def sandbox_config(self, podman_socket: str) -> SandboxConfig:
+        return SandboxConfig(
+            backend="docker",
+            image=DOCKER_IMAGE,
+            workdir="/testbed",
+            lifetime=600,
+            options={"docker_host": podman_socket},
+        )
