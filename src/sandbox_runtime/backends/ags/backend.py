@@ -39,7 +39,7 @@ from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import NO_CWD_EXIT, NO_CWD_MARKER
 from sandbox_runtime.ags.control import AgsApiError, AgsCloudClient, redact
 from sandbox_runtime.ags.mapping import load_mapping
-from sandbox_runtime.backend import Availability, Backend, ExecRequest
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -59,6 +59,7 @@ from sandbox_runtime.retry import RetryPolicy, call_with_retries
 from . import _wrapper
 from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
 from ._options import AgsOptions, cloud_client
+from ._reaper import reap_instances
 
 __all__ = ["AgsBackend"]
 
@@ -117,6 +118,21 @@ class AgsBackend(Backend):
                 False, "set AGS_TOOL_NAME or AGS_TOOL_MAPPING (or the tool_name option)"
             )
         return Availability(True)
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Stop running instances this library started whose lifetime or owner is gone.
+
+        Credentials and endpoints come from ``options`` or the environment, as for sandboxes;
+        see :mod:`sandbox_runtime.backends.ags._reaper`.
+        """
+        opts = options if isinstance(options, AgsOptions) else AgsOptions()
+        return [
+            ReapedSandbox(cls.name, instance_id, reason)
+            for instance_id, reason in reap_instances(opts, dry_run=dry_run)
+        ]
 
     @property
     def sandbox_id(self) -> str:
