@@ -5,7 +5,9 @@ Served at the same ``POST /`` as the AGS Cloud API and told apart by ``X-TC-Vers
 registry instances, namespaces, repositories and access tokens, for TCR Enterprise and for
 CCR Personal.  Images themselves are not stored here: an emulated registry instance names
 a real registry (``PublicDomain``), such as the Debian ``docker-registry`` on 127.0.0.1 in
-the tests, and ``docker push`` goes there.  Tokens are issued but no registry checks them.
+the tests, and ``docker push`` goes there.  ``CreateInstanceToken`` hands out the login that
+registry accepts when the emulator was given one (``login``), else a random token that only
+a registry without authentication lets through.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ class TcrApi:
         *,
         registry_domain: str | None = None,
         personal_domain: str = "ccr.ccs.tencentyun.com",
+        login: tuple[str, str] | None = None,
     ) -> None:
         self.credentials = credentials
+        self.login = login
         self.personal_domain = personal_domain
         self._lock = threading.Lock()
         self.registry = _Registry(
@@ -218,11 +222,11 @@ class TcrApi:
         token_type = params.get("TokenType") or "temp"
         if token_type not in ("temp", "longterm"):
             raise ServiceError("InvalidParameter", f"invalid TokenType {token_type!r}")
-        token = secrets.token_urlsafe(32)
+        username, token = self.login or (_UIN, secrets.token_urlsafe(32))
         self.tokens.append(token)
         lifetime = 3600 if token_type == "temp" else 365 * 24 * 3600
         return {
-            "Username": _UIN,
+            "Username": username,
             "Token": token,
             "ExpTime": int((time.time() + lifetime) * 1000),
             "TokenId": new_id("tk"),

@@ -60,6 +60,7 @@ class AgsEmulator:
         base_dir: str | None = None,
         limits: ServiceLimits | None = None,
         tcr_domain: str | None = None,
+        tcr_login: tuple[str, str] | None = None,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -75,7 +76,9 @@ class AgsEmulator:
         self.default_tool = self.service.add_ready_tool(DEFAULT_TOOL, default_image)
         #: The TCR emulation; its one registry instance pushes to ``tcr_domain`` (a real
         #: registry such as a local ``docker-registry``), see ``_tcr``.
-        self.tcr = TcrApi((self.secret_id, self.secret_key), registry_domain=tcr_domain)
+        self.tcr = TcrApi(
+            (self.secret_id, self.secret_key), registry_domain=tcr_domain, login=tcr_login
+        )
         self._gateway: Gateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
