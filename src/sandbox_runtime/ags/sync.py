@@ -337,7 +337,10 @@ class ToolSync:
 
     def run(self, images: Iterable[str], out: Path | None = None) -> SyncReport:
         """Plan, then (unless a dry run) push, create, wait and write the mapping to ``out``."""
-        entries = self.plan(images)
+        return self.apply(self.plan(images), out)
+
+    def apply(self, entries: list[SyncEntry], out: Path | None = None) -> SyncReport:
+        """Carry out a plan from :meth:`plan` (nothing but the report in a dry run)."""
         if not self.dry_run:
             todo = [e for e in entries if e.action != "reuse" and e.status != "ERROR"]
             if todo:

@@ -14,6 +14,8 @@ REST API, ``envd`` for the data plane) and optionally by operation (a Cloud API 
 ``drop_answer``
     The request is handled (a tool or instance it creates exists), then the connection is
     closed without the answer: the lost answer that only idempotency tokens make safe to retry.
+``delay``
+    The request is handled normally, ``delay`` seconds late (a slow control plane).
 ``slow_start``
     Instances started by the matching request boot ``delay`` seconds late (and
     ``StartSandboxInstance`` answers at once with status ``STARTING``).
@@ -33,7 +35,9 @@ from typing import Any, Literal
 
 __all__ = ["Fault", "FaultBook", "RequestRecord"]
 
-FaultKind = Literal["rate_limit", "unavailable", "drop", "drop_answer", "slow_start", "error"]
+FaultKind = Literal[
+    "rate_limit", "unavailable", "drop", "drop_answer", "delay", "slow_start", "error"
+]
 Plane = Literal["cloud", "e2b", "envd", "any"]
 
 

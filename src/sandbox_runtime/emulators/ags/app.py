@@ -8,6 +8,7 @@ admin routes that tests and users call to inject faults and look at the state.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -96,6 +97,9 @@ class EmulatorApp:
 
     async def _fault(self, plane: str, operation: str, send: Send) -> bool:
         """Apply an armed fault to this request; True if it was answered (or dropped)."""
+        delayed = self.faults.take(plane, operation, ("delay",))
+        if delayed is not None:
+            await asyncio.sleep(delayed.delay)
         fault = self.faults.take(plane, operation, ("rate_limit", "unavailable", "drop", "error"))
         if fault is None:
             return False
