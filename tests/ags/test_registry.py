@@ -271,3 +271,26 @@ def test_sync_pushes_then_creates_tools_for_the_pushed_images(
         assert tool.custom["Image"] == pushed
         assert tool.custom["ImageRegistryType"] == "enterprise"
     assert _catalog(local_registry, "synced/tiny-b") == ["2"]
+
+
+@pytest.mark.docker
+def test_push_to_ccr_creates_the_personal_namespace_and_repository(
+    registry_emulator: AgsEmulator, local_registry: LocalRegistry, tiny_images: tuple[str, ...]
+) -> None:
+    # CCR's domain is fixed in reality; here ccr:<domain> points at the local registry.
+    target = RegistryTarget.parse(f"ccr:{local_registry.domain}", namespace="personal")
+    assert target.image_registry_type == "personal"
+    pusher = RegistryPusher(
+        target,
+        tcr=_tcr(registry_emulator),
+        username=local_registry.username,
+        password=SecretStr(local_registry.password),
+    )
+    (result,) = push_all(pusher, pusher.plan(tiny_images[1:]))
+    assert result.status == "pushed"
+    assert "personal" in registry_emulator.tcr.personal_namespaces
+    assert "personal/tiny-b" in registry_emulator.tcr.personal_repositories
+    assert _catalog(local_registry, "personal/tiny-b") == ["2"]
+    without_login = RegistryPusher(target, tcr=_tcr(registry_emulator))
+    with pytest.raises(ConfigError, match="CCR needs a docker login"):
+        push_all(without_login, without_login.plan(tiny_images[:1]))
