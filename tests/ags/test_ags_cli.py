@@ -52,7 +52,9 @@ def test_tools_and_instances_commands(
     ags_env: AgsEmulator, cli: Cli, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    created = cli.json("tools", "create", "cli-tool", "--image", "org/app:1", "--tag", "k=v")
+    created = cli.json(
+        "tools", "create", "cli-tool", "--image", "org/app:1", "--tag", "k=v", "--port", "8000"
+    )
     assert (created["name"], created["status"], created["tags"]) == (
         "cli-tool",
         "ACTIVE",
@@ -61,6 +63,7 @@ def test_tools_and_instances_commands(
     stored = ags_env.store.tool(tool_id=created["tool_id"])
     assert stored.role_arn == ROLE  # from AGS_ROLE_ARN
     assert stored.custom["Resources"] == {"CPU": "2000m", "Memory": "4Gi"}
+    assert [p["Port"] for p in stored.custom["Ports"]] == [49983, 8000]
     assert "cli-tool" in cli("tools", "list")
     assert [t["name"] for t in cli.json("tools", "list", "--tag", "k=v")] == ["cli-tool"]
     assert cli.json("tools", "get", created["tool_id"])["name"] == "cli-tool"

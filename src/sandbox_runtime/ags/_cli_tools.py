@@ -35,6 +35,13 @@ def add_tool_options(parser: argparse.ArgumentParser, *, with_registry_type: boo
     )
     group.add_argument("--envd-image", help="image holding envd (--envd mount)")
     group.add_argument("--envd-path", help="envd binary in the image (--envd image)")
+    group.add_argument(
+        "--port",
+        action="append",
+        type=int,
+        default=[],
+        help="another port the instances serve (repeat; envd's 49983 is always there)",
+    )
     group.add_argument("--cpu", default="2", help="cores, or the service's 2000m (default 2)")
     group.add_argument("--memory", default="4Gi", help="memory, e.g. 4Gi (default)")
     group.add_argument("--storage", choices=("1Gi", "5Gi", "10Gi", "20Gi"), help="disk size")
@@ -66,8 +73,11 @@ def tool_fields(args: argparse.Namespace) -> dict[str, Any]:
         envd["image"] = args.envd_image
     if args.envd == "image" and args.envd_path:
         envd["path"] = args.envd_path
+    from .tools import ENVD_PORT
+
     fields: dict[str, Any] = {
         "envd": envd,
+        "ports": tuple(dict.fromkeys([ENVD_PORT, *args.port])),
         "cpu": _cpu(args.cpu),
         "memory": args.memory,
         "storage": args.storage,

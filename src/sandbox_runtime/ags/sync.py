@@ -46,6 +46,7 @@ from .control import AgsApiError, AgsCloudClient
 from .mapping import MappedTool, ToolMapping
 from .registry import PushItem, PushResult, RegistryPusher, split_reference
 from .tools import (
+    ENVD_PORT,
     EnvdInImage,
     EnvdMount,
     ToolInfo,
@@ -132,6 +133,7 @@ class ToolTemplate(BaseModel):
     image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
     """Registry type of the images when they are not pushed (a push sets its own)."""
     envd: EnvdInImage | EnvdMount = Field(default_factory=EnvdMount, discriminator="kind")
+    ports: tuple[int, ...] = (ENVD_PORT,)
     cpu: str = "2000m"
     memory: str = "4Gi"
     storage: Literal["1Gi", "5Gi", "10Gi", "20Gi"] | None = None
