@@ -294,3 +294,26 @@ def test_push_to_ccr_creates_the_personal_namespace_and_repository(
     without_login = RegistryPusher(target, tcr=_tcr(registry_emulator))
     with pytest.raises(ConfigError, match="CCR needs a docker login"):
         push_all(without_login, without_login.plan(tiny_images[:1]))
+
+
+@pytest.mark.docker
+def test_sync_reports_a_failed_push_per_image_and_creates_no_tool(
+    registry_emulator: AgsEmulator, local_registry: LocalRegistry, tiny_images: tuple[str, ...]
+) -> None:
+    target = RegistryTarget.parse(local_registry.domain, namespace="refused")
+    pusher = RegistryPusher(
+        target, username=local_registry.username, password=SecretStr("not-the-password")
+    )
+    store = registry_emulator.store
+    with store.lock:  # forget the tools an earlier test made for these images
+        for tool_id, tool in list(store.tools.items()):
+            if any(t["Value"] in tiny_images for t in tool.tags if t["Key"] == "image"):
+                del store.tools[tool_id]
+    before = set(store.tools)
+    sync = ToolSync(client_for(registry_emulator), ToolTemplate(role_arn=ROLE), pusher=pusher)
+    report = sync.run(tiny_images)
+    assert not report.ok
+    assert {e.status for e in report.entries} == {"ERROR"}
+    assert all("docker login" in e.reason for e in report.entries)
+    assert "not-the-password" not in json.dumps(report.to_dict())
+    assert set(store.tools) == before

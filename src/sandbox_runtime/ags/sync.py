@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sandbox_runtime.errors import ConfigError, SandboxTimeoutError
+from sandbox_runtime.errors import ConfigError, SandboxError, SandboxTimeoutError
 
 from .control import AgsApiError, AgsCloudClient
 from .mapping import MappedTool, ToolMapping
@@ -376,7 +376,7 @@ class ToolSync:
             entry.tool_id = self._create(entry, entry.spec)
             entry.status = "CREATING"
             self._log(f"creating tool {entry.tool_name} ({entry.tool_id}) for {entry.image}")
-        except (AgsApiError, ConfigError, SandboxTimeoutError) as exc:
+        except SandboxError as exc:  # the Cloud API, the registry, a name conflict, a timeout
             entry.status, entry.reason = "ERROR", str(exc)
             self._log(f"error: {entry.image}: {exc}")
 
