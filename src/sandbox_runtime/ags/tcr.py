@@ -7,8 +7,9 @@ seed tool skipped the first part, so every new namespace failed its first push. 
 makes those calls idempotent: each ``ensure_*`` looks first, creates what is missing, and
 treats "already exists" from a concurrent creator as success.
 
-Transport, retries and error translation are :class:`~sandbox_runtime.ags.control.CloudApiClient`'s;
-the service definition is ``tencentcloud-sdk-python-tcr``'s client (version ``2019-09-24``).
+Transport, retries and error translation are :class:`~sandbox_runtime.ags.control.CloudApiClient`'s
+(errors are :class:`~sandbox_runtime.ags.control.AgsApiError` whose message starts with
+``TCR``); the service definition is ``tencentcloud-sdk-python-tcr``'s client (``2019-09-24``).
 """
 
 from __future__ import annotations
