@@ -109,6 +109,7 @@ def tiny_images(docker_image: str) -> Iterator[tuple[str, ...]]:
     import docker
 
     client = docker.from_env()
+    built: set[str] = set()
     for tag in TINY_IMAGES:
         payload = f"image {tag}\n".encode()
         buffer = io.BytesIO()
@@ -121,13 +122,15 @@ def tiny_images(docker_image: str) -> Iterator[tuple[str, ...]]:
                 info.size = len(data)
                 context.addfile(info, io.BytesIO(data))
         buffer.seek(0)
-        client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True, pull=False)
+        image, _logs = client.images.build(
+            fileobj=buffer, custom_context=True, tag=tag, rm=True, pull=False
+        )
+        built.add(image.id)
     try:
         yield TINY_IMAGES
     finally:
-        for image in client.images.list():
-            for tag in image.tags:
-                if "srt-push-test/" in tag:
-                    with contextlib.suppress(docker.errors.APIError):
-                        client.images.remove(tag, force=True)
+        # By id, so that the copies tagged for the test registries go too.
+        for image_id in built:
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(image_id, force=True)
         client.close()
