@@ -15,7 +15,8 @@ log() { printf '\n==> %s\n' "$*"; }
 
 # 1. System packages: the Docker engine, bubblewrap (local namespace isolation), debootstrap
 #    (the test image is built from Debian's mirror: no container registry is reachable), and
-#    Podman with its init (the docker backend is also tested against Podman's Docker API).
+#    Podman with its init (the docker backend is also tested against Podman's Docker API), and
+#    the distribution registry (AGS registry pushes are tested against a local one).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
@@ -23,6 +24,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v git >/dev/null || missing+=(git)
 command -v patch >/dev/null || missing+=(patch)
 command -v podman >/dev/null || missing+=(podman)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
 [ -e /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]}"

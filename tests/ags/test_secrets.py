@@ -50,3 +50,50 @@ def test_no_secret_in_logs_reprs_or_errors(
         "wrong-" + emulator.secret_key,
     ]:
         assert secret not in everything  # ...without any secret
+
+
+def test_no_secret_in_tool_management_reprs_reports_or_logs(
+    emulator: AgsEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    from pydantic import SecretStr
+
+    from sandbox_runtime.ags.registry import RegistryPusher, RegistryTarget
+    from sandbox_runtime.ags.settings import AgsConnection
+    from sandbox_runtime.ags.sync import ToolSync, ToolTemplate
+
+    caplog.set_level(logging.DEBUG)
+    connection = AgsConnection.from_env(
+        endpoint=emulator.url,
+        secret_id=emulator.secret_id,
+        secret_key=emulator.secret_key,
+        session_token="sts-token-that-is-secret",
+    )
+    client, tcr = connection.ags_client(), connection.tcr_client()
+    registry_password = "registry-password-that-is-secret"
+    pusher = RegistryPusher(
+        RegistryTarget.parse(f"tcr:{emulator.tcr.registry.registry_id}"),
+        tcr=tcr,
+        username="someone",
+        password=SecretStr(registry_password),
+    )
+    texts = [repr(connection), str(connection), repr(client), repr(tcr), repr(pusher)]
+    emulator.faults.inject("rate_limit", plane="cloud", operation="CreateSandboxTool")
+    emulator.faults.inject("drop_answer", plane="cloud", operation="CreateSandboxTool")
+    template = ToolTemplate(role_arn="qcs::cam::uin/1:roleName/r", env={"VISIBLE": "yes"})
+    report = ToolSync(client, template, poll_interval=0.05).run(["secret/check:1"])
+    assert report.ok
+    texts.append(json.dumps(report.to_dict()))
+    token = tcr.create_token(emulator.tcr.registry.registry_id)
+    texts.append(repr(token))
+    everything = "\n".join(texts) + "\n" + caplog.text
+    assert "CreateSandboxTool" in caplog.text  # the retries were logged...
+    for secret in [
+        emulator.secret_id,
+        emulator.secret_key,
+        "sts-token-that-is-secret",
+        registry_password,
+        token.password.get_secret_value(),
+    ]:
+        assert secret not in everything  # ...without any secret

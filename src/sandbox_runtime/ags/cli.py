@@ -1,8 +1,10 @@
 """``sandbox-runtime ags ...``: commands for Tencent Cloud Agent Sandbox.
 
-For now ``ags emulator`` runs the local AGS emulator in the foreground; tool management
-commands join this group later.  Heavy imports happen inside the handlers, so listing
-commands stays fast and works without the ``ags`` extras.
+``tools`` and ``instances`` (in ``_cli_tools``) manage tools and instances by hand; ``sync``
+and ``push`` (in ``_cli_sync``) turn a dataset's images into tools and an image->tool
+mapping; ``emulator`` (here) runs the local AGS emulator in the foreground.  Heavy imports
+happen inside the handlers, so listing commands stays fast and works without the ``ags``
+extras.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def register(subparsers: Any) -> None:
     ags = subparsers.add_parser("ags", help="Tencent Cloud Agent Sandbox (AGS) tools")
     commands = ags.add_subparsers(dest="ags_command", metavar="COMMAND")
     ags.set_defaults(handler=lambda _args: _help(ags))
+
+    from . import _cli_sync, _cli_tools
+
+    _cli_tools.register(commands)
+    _cli_sync.register(commands)
 
     emulator = commands.add_parser(
         "emulator",
@@ -53,6 +60,15 @@ def register(subparsers: Any) -> None:
         "--secret-key", help="SecretKey to accept (default: random, printed at start)"
     )
     emulator.add_argument("--api-key", help="ark_ API key to accept (default: random)")
+    emulator.add_argument(
+        "--tcr-domain",
+        help="registry (host:port) behind the emulated TCR instance, e.g. a local docker-registry",
+    )
+    emulator.add_argument(
+        "--tcr-login",
+        metavar="USER:PASSWORD",
+        help="the login that registry accepts, handed out by CreateInstanceToken (local use)",
+    )
     emulator.set_defaults(handler=_emulator)
 
 
@@ -80,6 +96,13 @@ def _emulator(args: argparse.Namespace) -> int:
         )
         return 2
     isolation = args.local_isolation or _default_isolation(args.backend)
+    login = None
+    if args.tcr_login:
+        user, sep, password = args.tcr_login.partition(":")
+        if not sep:
+            print("--tcr-login must look like USER:PASSWORD", file=sys.stderr)
+            return 2
+        login = (user, password)
     emulator = AgsEmulator(
         backend=args.backend,
         host=args.host,
@@ -89,6 +112,8 @@ def _emulator(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         default_image=args.default_image,
         local_isolation=isolation,
+        tcr_domain=args.tcr_domain,
+        tcr_login=login,
     )
 
     async def run() -> None:
@@ -108,6 +133,8 @@ def _emulator(args: argparse.Namespace) -> int:
         print("# point the ags backend and the SDKs at it (this prints secrets: local use only):")
         for name, value in emulator.environment().items():
             print(f"export {name}={value}")
+        registry = emulator.tcr.registry
+        print(f"# TCR instance {registry.registry_id} pushes to {registry.domain}")
         sys.stdout.flush()
         await server
 

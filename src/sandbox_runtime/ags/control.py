@@ -1,7 +1,9 @@
-"""A typed client of the AGS Cloud API (``tencentcloud-sdk-python-ags``), with safe retries.
+"""Typed clients of Tencent Cloud APIs (AGS here, TCR in ``tcr``), with safe retries.
 
-Shared by the ``ags`` backend and the tool-management commands, so that both retry the same
-way and raise the same errors:
+:class:`CloudApiClient` is the transport every Tencent Cloud API shares (signing through the
+official SDK, retries, error translation, secret hygiene); :class:`AgsCloudClient` adds the
+AGS actions.  Shared by the ``ags`` backend, tool management, sync and the ``ags`` commands,
+so that all of them retry the same way and raise the same errors:
 
 * Calls marked idempotent (reads, stops, and starts carrying a ``ClientToken``) are retried on
   network errors, gateway errors (non-200 answers), ``InternalError`` and rate limits, with
@@ -17,10 +19,9 @@ way and raise the same errors:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +46,11 @@ except ImportError as exc:  # pragma: no cover - exercised through the registry'
 
 __all__ = [
     "API_VERSION",
+    "PAGE_LIMIT",
     "AgsApiError",
     "AgsAuthError",
     "AgsCloudClient",
+    "CloudApiClient",
     "InstanceInfo",
     "InstanceToken",
     "redact",
@@ -70,6 +73,8 @@ _TRANSIENT_CODES = frozenset(
     }
 )
 _RATE_LIMIT_CODES = frozenset({"RequestLimitExceeded"})
+#: The largest page every listing action accepts (``Limit`` / ``MaxResults``).
+PAGE_LIMIT = 100
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
@@ -101,8 +106,10 @@ def _install_log_filter() -> None:
 class AgsApiError(BackendError):
     """The Cloud API answered an error (or could not be reached); see :attr:`code`."""
 
-    def __init__(self, code: str, message: str, request_id: str | None = None) -> None:
-        detail = f"AGS {code}: {message}"
+    def __init__(
+        self, code: str, message: str, request_id: str | None = None, *, service: str = "AGS"
+    ) -> None:
+        detail = f"{service} {code}: {message}"
         if request_id:
             detail += f" (RequestId {request_id})"
         super().__init__(detail)
@@ -144,6 +151,12 @@ class InstanceInfo:
             raw=dict(data),
         )
 
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The instance's ``Metadata`` as a dict (where this library keeps its labels)."""
+        items = self.raw.get("Metadata") or []
+        return {str(m.get("Name")): str(m.get("Value", "")) for m in items if m.get("Name")}
+
 
 @dataclass(frozen=True)
 class InstanceToken:
@@ -153,7 +166,7 @@ class InstanceToken:
     expires_at: str
 
 
-class _Client(AbstractClient):  # type: ignore[misc]
+class _AgsSdkClient(AbstractClient):  # type: ignore[misc]
     """The SDK's generic client for the ``ags`` service (``call_json`` on any action)."""
 
     _apiVersion = API_VERSION
@@ -161,8 +174,18 @@ class _Client(AbstractClient):  # type: ignore[misc]
     _service = "ags"
 
 
-class AgsCloudClient:
-    """Typed Cloud API calls for one account and region; safe to share between threads."""
+class CloudApiClient:
+    """One Tencent Cloud API service for one account and region; safe to share between threads.
+
+    Subclasses name the SDK client class of their service (:attr:`sdk_client`); signing,
+    the wire format and the endpoint handling are the official SDK's, so what works against
+    the real service works against the emulator with only the endpoint changed.
+    """
+
+    #: The SDK client class (an ``AbstractClient`` with the service's version and endpoint).
+    sdk_client: Any = _AgsSdkClient
+    #: Name of the service in messages.
+    label = "AGS"
 
     def __init__(
         self,
@@ -178,7 +201,7 @@ class AgsCloudClient:
     ) -> None:
         _install_log_filter()
         self.region = region
-        self.endpoint = endpoint or DEFAULT_ENDPOINT
+        self.endpoint = endpoint or str(self.sdk_client._endpoint)
         self.scheme = scheme
         self._secrets = [
             s.get_secret_value() for s in (secret_id, secret_key, session_token) if s is not None
@@ -192,11 +215,14 @@ class AgsCloudClient:
             secret_key.get_secret_value(),
             session_token.get_secret_value() if session_token is not None else None,
         )
-        self._client = _Client(cred, region, profile)
+        self._client = self.sdk_client(cred, region, profile)
         self._policy = retry_policy or RetryPolicy(attempts=6, max_delay=90.0)
 
     def __repr__(self) -> str:
-        return f"AgsCloudClient(region={self.region!r}, endpoint={self.scheme}://{self.endpoint})"
+        return (
+            f"{type(self).__name__}(region={self.region!r}, "
+            f"endpoint={self.scheme}://{self.endpoint})"
+        )
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -206,10 +232,15 @@ class AgsCloudClient:
         if code in ("ServerNetworkError", "ClientNetworkError") and len(message) > 300:
             message = message[:300] + "..."
         error_cls = AgsAuthError if code.startswith("AuthFailure") else AgsApiError
-        return error_cls(code, message, exc.get_request_id())
+        return error_cls(code, message, exc.get_request_id(), service=self.label)
 
     def call(self, action: str, params: Mapping[str, Any], *, idempotent: bool) -> dict[str, Any]:
-        """Call one action and return its ``Response`` object (without ``RequestId``)."""
+        """Call one action and return its ``Response`` object (without ``RequestId``).
+
+        ``idempotent`` says whether repeating the call is harmless (reads, deletes, creates
+        carrying a ``ClientToken``); only then are network errors and server errors retried,
+        since a lost answer may hide a change that was made.
+        """
         retryable = _TRANSIENT_CODES if idempotent else _RATE_LIMIT_CODES
 
         def once() -> dict[str, Any]:
@@ -218,7 +249,9 @@ class AgsCloudClient:
             except TencentCloudSDKException as exc:
                 raise self._translate(exc) from exc
             except (OSError, ValueError) as exc:  # a body that is not JSON, a broken socket
-                raise AgsApiError("ClientNetworkError", redact(str(exc), self._secrets)) from exc
+                raise AgsApiError(
+                    "ClientNetworkError", redact(str(exc), self._secrets), service=self.label
+                ) from exc
             response = dict(answer.get("Response") or {})
             response.pop("RequestId", None)
             return response
@@ -227,10 +260,42 @@ class AgsCloudClient:
             return isinstance(exc, AgsApiError) and exc.code in retryable
 
         result: dict[str, Any] = call_with_retries(
-            once, is_retryable, description=f"AGS {action}", policy=self._policy
+            once, is_retryable, description=f"{self.label} {action}", policy=self._policy
         )
-        logger.debug("AGS %s done", action)
+        logger.debug("%s %s done", self.label, action)
         return result
+
+    def pages(
+        self,
+        action: str,
+        params: Mapping[str, Any],
+        items_key: str,
+        *,
+        page_size: int = PAGE_LIMIT,
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of an ``Offset``/``Limit`` listing, one request per page.
+
+        Stops at ``TotalCount`` or at a short page, whichever comes first, so a listing that
+        changes while it is read ends rather than looping.
+        """
+        offset = 0
+        while True:
+            page = self.call(
+                action, {**params, "Offset": offset, "Limit": page_size}, idempotent=True
+            )
+            items = list(page.get(items_key) or [])
+            yield from items
+            offset += len(items)
+            total = int(page.get("TotalCount") or 0)
+            if len(items) < page_size or (total and offset >= total):
+                return
+
+
+class AgsCloudClient(CloudApiClient):
+    """Typed AGS Cloud API calls (``tencentcloud-sdk-python-ags``, version 2025-09-20)."""
+
+    sdk_client = _AgsSdkClient
+    label = "AGS"
 
     # -- instances ---------------------------------------------------------------------------
 
@@ -279,7 +344,7 @@ class AgsCloudClient:
         if tool_id:
             params["ToolId"] = tool_id
         if filters:
-            params["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+            params["Filters"] = _filters(filters)
         answer = self.call("DescribeSandboxInstanceList", params, idempotent=True)
         return [InstanceInfo.from_api(item) for item in answer.get("InstanceSet") or []]
 
@@ -292,6 +357,21 @@ class AgsCloudClient:
                 return None
             raise
         return next((i for i in found if i.instance_id == instance_id), None)
+
+    def iter_instances(
+        self,
+        *,
+        tool_id: str | None = None,
+        filters: Mapping[str, Sequence[str]] | None = None,
+    ) -> Iterator[InstanceInfo]:
+        """Every instance ``DescribeSandboxInstanceList`` lists, page by page."""
+        params: dict[str, Any] = {}
+        if tool_id:
+            params["ToolId"] = tool_id
+        if filters:
+            params["Filters"] = _filters(filters)
+        for item in self.pages("DescribeSandboxInstanceList", params, "InstanceSet"):
+            yield InstanceInfo.from_api(item)
 
     def stop_instance(self, instance_id: str) -> None:
         """``StopSandboxInstance`` (stopping twice is safe to retry)."""
@@ -327,11 +407,43 @@ class AgsCloudClient:
         if tool_ids:
             params["ToolIds"] = list(tool_ids)
         if filters:
-            params["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+            params["Filters"] = _filters(filters)
         answer = self.call("DescribeSandboxToolList", params, idempotent=True)
         return list(answer.get("SandboxToolSet") or []), int(answer.get("TotalCount") or 0)
 
+    def iter_tools(
+        self, *, filters: Mapping[str, Sequence[str]] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every ``SandboxTool`` the account has (matching ``filters``), page by page."""
+        params: dict[str, Any] = {"Filters": _filters(filters)} if filters else {}
+        yield from self.pages("DescribeSandboxToolList", params, "SandboxToolSet")
 
-def dumps_safely(value: Any) -> str:
-    """JSON for logs (never used with secrets; kept for symmetry with ``redact``)."""
-    return json.dumps(value, sort_keys=True, default=str)
+    def describe_tools_by_id(self, tool_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The tools with these ids, in batches of the 100 ids one request may name."""
+        found: list[dict[str, Any]] = []
+        ids = list(dict.fromkeys(tool_ids))
+        for start in range(0, len(ids), PAGE_LIMIT):
+            batch = ids[start : start + PAGE_LIMIT]
+            tools, _total = self.describe_tools(batch, limit=PAGE_LIMIT)
+            found += tools
+        return found
+
+    def create_tool(self, params: Mapping[str, Any]) -> str:
+        """``CreateSandboxTool``; returns the ``ToolId``.
+
+        With a ``ClientToken`` in ``params`` the call is idempotent on the service's side, so
+        it is retried on network and server errors: a retry after a lost answer returns the
+        tool the first attempt made instead of a second one.
+        """
+        idempotent = bool(params.get("ClientToken"))
+        answer = self.call("CreateSandboxTool", params, idempotent=idempotent)
+        return str(answer.get("ToolId", ""))
+
+    def delete_tool(self, tool_id: str) -> None:
+        """``DeleteSandboxTool`` (retried: deleting twice fails with ``ResourceNotFound``)."""
+        self.call("DeleteSandboxTool", {"ToolId": tool_id}, idempotent=True)
+
+
+def _filters(filters: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
+    """``{"Status": ["RUNNING"]}`` as the API's ``[{"Name": ..., "Values": [...]}]``."""
+    return [{"Name": name, "Values": list(values)} for name, values in filters.items()]

@@ -40,6 +40,14 @@ def register(subparsers: Any) -> None:
     run.add_argument("tasks", nargs="*", metavar="TASKS", help="task sources (see below)")
     run.add_argument("--ds-json", metavar="FILE", help="smoke mode: one dataset entry (JSON)")
     run.add_argument("--backend", default="local", help="sandbox backend (default: local)")
+    run.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the backend (repeat), e.g. tool_mapping=mapping.json for ags; "
+        "never secrets, which belong in the environment",
+    )
     run.add_argument("--agent", default="oracle", help="oracle | null | scripted | llm")
     run.add_argument("-j", "--jobs", type=int, default=1, help="tasks run at once")
     run.add_argument("--report", type=Path, help="write the JSON report here")
@@ -135,6 +143,33 @@ def _agent_factory(args: argparse.Namespace) -> Any:
     return lambda: make_agent(args.agent, **options)
 
 
+def _backend_options(backend: str, pairs: list[str]) -> dict[str, str]:
+    """``--backend-option KEY=VALUE`` items, checked by the backend's options model.
+
+    Checking now makes a typo fail the run before any sandbox starts, not every task.
+    """
+    from pydantic import ValidationError
+
+    from sandbox_runtime.errors import ConfigError
+    from sandbox_runtime.registry import load_backend
+
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--backend-option must look like KEY=VALUE, got {pair!r}")
+        options[key.replace("-", "_")] = value
+    if options:
+        try:
+            load_backend(backend).options_model.model_validate(options)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"--backend-option: {problems}") from exc
+    return options
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -163,6 +198,7 @@ def _run(args: argparse.Namespace) -> int:
             tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
         )
         agent_factory = _agent_factory(args)
+        backend_options = _backend_options(args.backend, args.backend_option)
     except (DatasetError, SandboxError) as exc:
         print(f"run: {exc}", file=sys.stderr)
         return 2
@@ -191,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
         test_timeout=args.test_timeout,
         run_id=args.run_id,
         base_image=args.base_image,
+        backend_options=backend_options,
     )
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)

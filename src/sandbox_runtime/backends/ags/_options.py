@@ -3,20 +3,23 @@
 Every option may be given in ``SandboxConfig.options``; those left out are read from the
 environment (never written to it): ``TENCENTCLOUD_SECRET_ID``/``TENCENTCLOUD_SECRET_KEY``
 (and ``TENCENTCLOUD_SESSION_TOKEN``), ``E2B_API_KEY``, ``AGS_REGION``, ``AGS_TOOL_NAME``,
-``AGS_TOOL_ID``, ``AGS_ENDPOINT`` and ``E2B_DOMAIN``.  That is what lets
+``AGS_TOOL_ID``, ``AGS_TOOL_MAPPING``, ``AGS_ENDPOINT`` and ``E2B_DOMAIN``.  That is what lets
 ``sandbox-runtime run --backend ags`` work with nothing but exported variables.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from sandbox_runtime.ags.control import AgsCloudClient
 from sandbox_runtime.config import BackendOptions
+from sandbox_runtime.errors import ConfigError
 
-__all__ = ["AgsOptions"]
+__all__ = ["AgsOptions", "cloud_client"]
 
 _FROM_ENV = {
     "secret_id": "TENCENTCLOUD_SECRET_ID",
@@ -26,6 +29,7 @@ _FROM_ENV = {
     "region": "AGS_REGION",
     "tool_name": "AGS_TOOL_NAME",
     "tool_id": "AGS_TOOL_ID",
+    "tool_mapping": "AGS_TOOL_MAPPING",
     "endpoint": "AGS_ENDPOINT",
     "domain": "E2B_DOMAIN",
 }
@@ -51,6 +55,12 @@ class AgsOptions(BackendOptions):
     """Sandbox tool (template) to start instances from (default ``AGS_TOOL_NAME``)."""
     tool_id: str | None = None
     """Sandbox tool id, instead of its name (default ``AGS_TOOL_ID``)."""
+    tool_mapping: Path | None = None
+    """Image -> tool mapping written by ``sandbox-runtime ags sync`` (default
+    ``AGS_TOOL_MAPPING``): each sandbox starts from the tool of its ``image``, found in this
+    file (read once per process) rather than by asking the control plane.  Images missing
+    from it use ``tool_name``/``tool_id`` with the image as an override, or fail if neither
+    is set."""
     image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
     """Registry of ``SandboxConfig.image`` when it overrides the tool's image (cloud only)."""
     internal: bool = False
@@ -126,3 +136,22 @@ class AgsOptions(BackendOptions):
         if api_url is None and self.internal:
             api_url = f"https://api.{self.resolved_domain}"
         return api_url, self.sandbox_url
+
+
+def cloud_client(opts: AgsOptions) -> AgsCloudClient:
+    """A Cloud API client for these options (``ConfigError`` without a SecretId/SecretKey)."""
+    if opts.secret_id is None or opts.secret_key is None:
+        raise ConfigError(
+            "the ags backend's cloud control plane needs a SecretId and SecretKey "
+            "(TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY)"
+        )
+    scheme, host = opts.cloud_target()
+    return AgsCloudClient(
+        secret_id=opts.secret_id,
+        secret_key=opts.secret_key,
+        session_token=opts.session_token,
+        region=opts.region,
+        endpoint=host,
+        scheme=scheme,
+        request_timeout=opts.request_timeout,
+    )

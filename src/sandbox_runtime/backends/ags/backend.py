@@ -11,6 +11,10 @@ Control plane, either of:
 ``e2b``
     The E2B-compatible API with an ``ark_`` key (``Sandbox.create(template=<tool name>)``).
 
+Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written by
+``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
+file without any control-plane call (see :mod:`sandbox_runtime.ags.mapping`).
+
 Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the wrapper
 in ``_wrapper``; a timeout kills the command's whole process group and returns the output
 so far with exit code 124, and a non-zero exit is returned as data with its output.
@@ -34,7 +38,8 @@ import httpx
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import NO_CWD_EXIT, NO_CWD_MARKER
 from sandbox_runtime.ags.control import AgsApiError, AgsCloudClient, redact
-from sandbox_runtime.backend import Availability, Backend, ExecRequest
+from sandbox_runtime.ags.mapping import load_mapping
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -53,7 +58,8 @@ from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 from . import _wrapper
 from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
-from ._options import AgsOptions
+from ._options import AgsOptions, cloud_client
+from ._reaper import reap_instances
 
 __all__ = ["AgsBackend"]
 
@@ -107,9 +113,26 @@ class AgsBackend(Backend):
             return Availability(
                 False, "set TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY or E2B_API_KEY (ark_...)"
             )
-        if not (opts.tool_name or opts.tool_id):
-            return Availability(False, "set AGS_TOOL_NAME (or the tool_name option)")
+        if not (opts.tool_name or opts.tool_id or opts.tool_mapping):
+            return Availability(
+                False, "set AGS_TOOL_NAME or AGS_TOOL_MAPPING (or the tool_name option)"
+            )
         return Availability(True)
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Stop running instances this library started whose lifetime or owner is gone.
+
+        Credentials and endpoints come from ``options`` or the environment, as for sandboxes;
+        see :mod:`sandbox_runtime.backends.ags._reaper`.
+        """
+        opts = options if isinstance(options, AgsOptions) else AgsOptions()
+        return [
+            ReapedSandbox(cls.name, instance_id, reason)
+            for instance_id, reason in reap_instances(opts, dry_run=dry_run)
+        ]
 
     @property
     def sandbox_id(self) -> str:
@@ -141,23 +164,33 @@ class AgsBackend(Backend):
 
     def _cloud_client(self) -> AgsCloudClient:
         if self._cloud is None:
-            opts = self._opts
-            if opts.secret_id is None or opts.secret_key is None:
-                raise ConfigError(
-                    "the ags backend's cloud control plane needs a SecretId and SecretKey "
-                    "(TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY)"
-                )
-            scheme, host = opts.cloud_target()
-            self._cloud = AgsCloudClient(
-                secret_id=opts.secret_id,
-                secret_key=opts.secret_key,
-                session_token=opts.session_token,
-                region=opts.region,
-                endpoint=host,
-                scheme=scheme,
-                request_timeout=opts.request_timeout,
-            )
+            self._cloud = cloud_client(self._opts)
         return self._cloud
+
+    def _tool(self) -> tuple[str | None, str | None, str | None]:
+        """``(tool_id, tool_name, image override)`` of this sandbox.
+
+        With a mapping, an image found there starts its own tool (by name, which survives a
+        tool being recreated; by id if the entry has no name) and needs no override.
+        """
+        opts, image = self._opts, self.config.image
+        if opts.tool_mapping is not None and image:
+            mapped = load_mapping(opts.tool_mapping).resolve(image)
+            if mapped is not None:
+                if mapped.tool_name:
+                    return None, mapped.tool_name, None
+                return mapped.tool_id, None, None
+            if not (opts.tool_name or opts.tool_id):
+                raise ConfigError(
+                    f"image {image} is not in the tool mapping {opts.tool_mapping}: add it with "
+                    "`sandbox-runtime ags sync`, or set tool_name to run it as an override"
+                )
+        if not (opts.tool_name or opts.tool_id):
+            raise ConfigError(
+                "the ags backend needs a sandbox tool: tool_name (AGS_TOOL_NAME), or "
+                "tool_mapping (AGS_TOOL_MAPPING) and an image"
+            )
+        return opts.tool_id, None if opts.tool_id else opts.tool_name, image
 
     def _lifetime(self) -> int:
         return int(min(max(self.config.lifetime, _MIN_LIFETIME), _MAX_LIFETIME))
@@ -174,15 +207,13 @@ class AgsBackend(Backend):
     def start(self) -> None:
         """Start an instance, wait until it runs, connect to its envd, create the workdir."""
         check_sdk_version()
-        opts = self._opts
-        if not (opts.tool_name or opts.tool_id):
-            raise ConfigError("the ags backend needs a sandbox tool: tool_name or AGS_TOOL_NAME")
         began = time.monotonic()
         try:
+            tool_id, tool_name, image = self._tool()
             if self._plane == "cloud":
-                self._start_cloud(began)
+                self._start_cloud(began, tool_id, tool_name, image)
             else:
-                self._start_e2b()
+                self._start_e2b(tool_name or tool_id, image)
             session = self._require_session()
             self._translated(lambda: session.make_dir(self.config.workdir), "create the workdir")
         except BaseException as exc:
@@ -199,12 +230,14 @@ class AgsBackend(Backend):
                 ) from exc
             raise
 
-    def _start_cloud(self, began: float) -> None:
+    def _start_cloud(
+        self, began: float, tool_id: str | None, tool_name: str | None, image: str | None
+    ) -> None:
         client = self._cloud_client()
         opts = self._opts
         custom: dict[str, Any] = {}
-        if self.config.image:
-            custom["Image"] = self.config.image
+        if image:
+            custom["Image"] = image
             custom["ImageRegistryType"] = opts.image_registry_type
         resources: dict[str, str] = {}
         if self.config.resources.cpus:
@@ -218,8 +251,8 @@ class AgsBackend(Backend):
         )
         try:
             info = client.start_instance(
-                tool_id=opts.tool_id,
-                tool_name=None if opts.tool_id else opts.tool_name,
+                tool_id=tool_id,
+                tool_name=tool_name,
                 timeout=f"{self._lifetime()}s",
                 client_token=uuid.uuid4().hex,
                 custom_configuration=custom,
@@ -266,20 +299,20 @@ class AgsBackend(Backend):
         with self._session_lock:
             self._session = session
 
-    def _start_e2b(self) -> None:
+    def _start_e2b(self, template: str | None, image: str | None) -> None:
         opts = self._opts
         if opts.api_key is None:
             raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
-        if self.config.image:
+        if image:
             raise ConfigError(
                 "a per-sandbox image needs the cloud control plane (CustomConfiguration.Image); "
-                "with an ark_ key, make a tool per image and set tool_name"
+                "with an ark_ key, make a tool per image (sandbox-runtime ags sync) and set "
+                "tool_mapping"
             )
         api_url, sandbox_url = opts.e2b_urls()
         labels = make_labels(
             lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
         )
-        template = opts.tool_name or opts.tool_id
 
         def create() -> e2b.Sandbox:
             return e2b.Sandbox.create(

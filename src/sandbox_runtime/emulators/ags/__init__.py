@@ -1,6 +1,7 @@
 """A local emulator of Tencent Cloud Agent Sandbox (AGS), wire-compatible with the real SDKs.
 
-One ASGI application on 127.0.0.1 serves the Tencent Cloud API (``X-TC-Action``), the
+One ASGI application on 127.0.0.1 serves the Tencent Cloud API (``X-TC-Action``: AGS, and
+the few TCR actions an image push needs), the
 E2B-compatible REST API (``/sandboxes``, ``/v2/sandboxes``) and envd (``/files``,
 ``process.Process``, ``filesystem.Filesystem``), so the unmodified ``tencentcloud-sdk-python-ags``
 and ``e2b`` clients work against it.  Instances really run, in sandboxes of another backend.

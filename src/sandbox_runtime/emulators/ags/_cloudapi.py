@@ -20,7 +20,7 @@ from typing import Any
 from ._service import AgsService
 from ._state import Instance, ServiceError, parse_timeout, rfc3339
 
-__all__ = ["VERSION", "CloudApi"]
+__all__ = ["VERSION", "CloudApi", "verify_signature"]
 
 VERSION = "2025-09-20"
 _AUTH = re.compile(
@@ -56,6 +56,38 @@ def tc3_signature(
     return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
 
 
+def verify_signature(
+    credentials: tuple[str, str] | None, headers: dict[str, str], body: bytes
+) -> None:
+    """Refuse a request whose TC3 signature is missing, expired or wrong.
+
+    Shared by every Cloud API service the emulator serves (AGS, TCR): the service name is
+    taken from the credential scope, as the real gateway does.  Without ``credentials`` any
+    well-formed ``Authorization`` header is accepted.
+    """
+    match = _AUTH.match(headers.get("authorization", ""))
+    if match is None:
+        raise ServiceError("AuthFailure.SignatureFailure", "missing or malformed Authorization")
+    if credentials is None:
+        return
+    secret_id, secret_key = credentials
+    if not hmac.compare_digest(match["id"], secret_id):
+        raise ServiceError("AuthFailure.SecretIdNotFound", "the SecretId is not found")
+    ts = headers.get("x-tc-timestamp", "0")
+    if not ts.isdigit() or abs(time.time() - int(ts)) > _SIGNATURE_WINDOW:
+        raise ServiceError("AuthFailure.SignatureExpire", "the signature has expired")
+    expected = tc3_signature(
+        secret_key,
+        headers=headers,
+        body=body,
+        date=match["date"],
+        service=match["service"],
+        ts=ts,
+    )
+    if not hmac.compare_digest(expected, match["signature"]):
+        raise ServiceError("AuthFailure.SignatureFailure", "the signature is invalid")
+
+
 class CloudApi:
     """Dispatch of Cloud API actions onto the service."""
 
@@ -80,27 +112,7 @@ class CloudApi:
 
     def check_auth(self, headers: dict[str, str], body: bytes) -> None:
         """Refuse requests without a valid signature (only when credentials are configured)."""
-        match = _AUTH.match(headers.get("authorization", ""))
-        if match is None:
-            raise ServiceError("AuthFailure.SignatureFailure", "missing or malformed Authorization")
-        if self.credentials is None:
-            return
-        secret_id, secret_key = self.credentials
-        if not hmac.compare_digest(match["id"], secret_id):
-            raise ServiceError("AuthFailure.SecretIdNotFound", "the SecretId is not found")
-        ts = headers.get("x-tc-timestamp", "0")
-        if not ts.isdigit() or abs(time.time() - int(ts)) > _SIGNATURE_WINDOW:
-            raise ServiceError("AuthFailure.SignatureExpire", "the signature has expired")
-        expected = tc3_signature(
-            secret_key,
-            headers=headers,
-            body=body,
-            date=match["date"],
-            service=match["service"],
-            ts=ts,
-        )
-        if not hmac.compare_digest(expected, match["signature"]):
-            raise ServiceError("AuthFailure.SignatureFailure", "the signature is invalid")
+        verify_signature(self.credentials, headers, body)
 
     async def handle(
         self, action: str, headers: dict[str, str], body: bytes, params: Any
@@ -126,14 +138,17 @@ class CloudApi:
     # -- tools -----------------------------------------------------------------------------
 
     async def _create_tool(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"ToolId": self.service.create_tool(params).tool_id}
+        tool = await self.service.create_tool(params)
+        return {"ToolId": tool.tool_id}
 
     async def _describe_tools(self, params: dict[str, Any]) -> dict[str, Any]:
         limit = int(params.get("Limit") or 20)
         if not 0 < limit <= 100:
-            raise ServiceError("InvalidParameterValue", "Limit must be between 1 and 100")
+            raise ServiceError("InvalidParameter.Limit", "Limit must be between 1 and 100")
         offset = int(params.get("Offset") or 0)
         ids = params.get("ToolIds") or []
+        if len(ids) > 100:
+            raise ServiceError("InvalidParameterValue.ToolIds", "at most 100 ToolIds")
         with self.service.store.lock:
             tools = sorted(self.service.store.tools.values(), key=lambda t: t.created)
         if ids:
@@ -195,6 +210,8 @@ class CloudApi:
             name, values = str(flt.get("Name", "")), [str(v) for v in flt.get("Values") or []]
             instances = [i for i in instances if _instance_matches(i, name, values)]
         limit = int(params.get("Limit") or params.get("MaxResults") or 20)
+        if not 0 < limit <= 100:
+            raise ServiceError("InvalidParameter.Limit", "Limit must be between 1 and 100")
         offset = int(params.get("Offset") or params.get("NextToken") or 0)
         page = instances[offset : offset + limit]
         result: dict[str, Any] = {

@@ -10,7 +10,12 @@ REST API, ``envd`` for the data plane) and optionally by operation (a Cloud API 
 ``unavailable``
     HTTP 503 from the gateway in front of the service.
 ``drop``
-    The connection is closed without any response.
+    The connection is closed without any response (the request is not handled).
+``drop_answer``
+    The request is handled (a tool or instance it creates exists), then the connection is
+    closed without the answer: the lost answer that only idempotency tokens make safe to retry.
+``delay``
+    The request is handled normally, ``delay`` seconds late (a slow control plane).
 ``slow_start``
     Instances started by the matching request boot ``delay`` seconds late (and
     ``StartSandboxInstance`` answers at once with status ``STARTING``).
@@ -30,7 +35,9 @@ from typing import Any, Literal
 
 __all__ = ["Fault", "FaultBook", "RequestRecord"]
 
-FaultKind = Literal["rate_limit", "unavailable", "drop", "slow_start", "error"]
+FaultKind = Literal[
+    "rate_limit", "unavailable", "drop", "drop_answer", "delay", "slow_start", "error"
+]
 Plane = Literal["cloud", "e2b", "envd", "any"]
 
 

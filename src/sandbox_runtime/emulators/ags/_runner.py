@@ -77,6 +77,33 @@ class RunnerSettings:
         self.base_dir = base_dir
         self.boot_timeout = boot_timeout
 
+    def image_problem(self, image: str) -> str | None:
+        """Why instances of ``image`` could not run here, or None (blocking: a worker thread).
+
+        ``docker`` instances need the image in the local engine (the emulator never pulls);
+        ``local`` instances run whatever the image, which they use only as a template
+        directory when one exists, so nothing is refused there.
+        """
+        if self.backend != "docker":
+            return None
+        try:
+            import docker
+        except ImportError:
+            return "docker-py is not installed, so Docker instances cannot run"
+        client = docker.from_env(timeout=30)
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            return (
+                f"image {image!r} was not found in the local Docker engine "
+                "(the emulator never pulls images)"
+            )
+        except docker.errors.DockerException as exc:
+            return f"cannot inspect image {image!r}: {exc}"
+        finally:
+            client.close()
+        return None
+
 
 def _envd_archive() -> bytes:
     """The envd package at ``ENVD_HOME/srt_envd`` and an empty ``ENVD_STATE`` directory."""

@@ -20,8 +20,6 @@ from ._faults import FaultBook
 from ._runner import InstanceRunner, RunnerSettings
 from ._state import (
     MAX_TIMEOUT,
-    TOOL_NAME,
-    TOOL_TYPES,
     ApiKey,
     Instance,
     ServiceError,
@@ -30,6 +28,7 @@ from ._state import (
     new_id,
     parse_timeout,
 )
+from ._validation import validate_tool_params
 
 __all__ = ["AgsService", "ServiceLimits"]
 
@@ -70,46 +69,55 @@ class AgsService:
 
     # -- tools -----------------------------------------------------------------------------
 
-    def create_tool(self, params: dict[str, Any]) -> Tool:
-        """``CreateSandboxTool``: validate, then CREATING until the activation delay passes."""
-        name = str(params.get("ToolName") or "")
-        if not TOOL_NAME.match(name):
-            raise ServiceError("InvalidParameterValue.SandboxTool", f"invalid tool name {name!r}")
-        tool_type = str(params.get("ToolType") or "")
-        if tool_type not in TOOL_TYPES:
-            raise ServiceError("InvalidParameterValue.ToolType", f"invalid tool type {tool_type!r}")
-        custom = dict(params.get("CustomConfiguration") or {})
-        if tool_type == "custom":
-            if not custom.get("Image"):
-                raise ServiceError("InvalidParameterValue.Image", "custom tools need an Image")
-            registry = custom.get("ImageRegistryType", "enterprise")
-            if registry in ("enterprise", "personal") and not params.get("RoleArn"):
-                raise ServiceError("MissingParameter.RoleArn", "RoleArn is required to pull")
+    async def create_tool(self, params: dict[str, Any]) -> Tool:
+        """``CreateSandboxTool``: validate, then CREATING until the image is checked.
+
+        The tool turns ACTIVE after the activation delay, or FAILED (with the reason) when its
+        image cannot run here.  A repeated ``ClientToken`` returns the tool the first request
+        made (the idempotency the real service documents), whatever else the request says.
+        """
+        spec = validate_tool_params(params)
         default_timeout = parse_timeout(params.get("DefaultTimeout"))
-        token = params.get("ClientToken") or None
         with self.store.lock:
             for tool in self.store.tools.values():
-                if token and tool.client_token == token:
+                if spec.client_token and tool.client_token == spec.client_token:
                     return tool
-                if tool.name == name:
+                if tool.name == spec.name:
                     raise ServiceError(
-                        "ResourceInUse.SandboxTool", f"a sandbox tool named {name!r} exists"
+                        "ResourceInUse.SandboxTool", f"a sandbox tool named {spec.name!r} exists"
                     )
             tool = Tool(
                 tool_id=new_id("sdt"),
-                name=name,
-                tool_type=tool_type,
+                name=spec.name,
+                tool_type=spec.tool_type,
                 description=str(params.get("Description") or ""),
                 default_timeout=default_timeout,
-                network=dict(params.get("NetworkConfiguration") or {"NetworkMode": "PUBLIC"}),
-                custom=custom,
-                tags=list(params.get("Tags") or []),
+                network=spec.network,
+                custom=spec.custom,
+                tags=spec.tags,
                 role_arn=str(params.get("RoleArn") or ""),
-                client_token=token,
+                client_token=spec.client_token,
                 active_at=time.time() + self.limits.tool_activation_delay,
+                storage_mounts=spec.storage_mounts,
+                checking=bool(spec.custom.get("Image")),
             )
             self.store.tools[tool.tool_id] = tool
+        if tool.checking:
+            check = asyncio.get_running_loop().create_task(self._check_tool_image(tool))
+            self._boots.add(check)
+            check.add_done_callback(self._boots.discard)
         return tool
+
+    async def _check_tool_image(self, tool: Tool) -> None:
+        """What the real service does while a tool is CREATING: make sure its image can run."""
+        image = str(tool.custom.get("Image"))
+        try:
+            problem = await asyncio.to_thread(self.runner_settings.image_problem, image)
+        except Exception as exc:  # the check itself broke: report it as the reason
+            problem = f"cannot check image {image!r}: {exc}"
+        with self.store.lock:
+            tool.failure = problem or ""
+            tool.checking = False
 
     def add_ready_tool(self, name: str, image: str | None = None) -> Tool:
         """A tool that is ACTIVE at once (the emulator's default tool)."""

@@ -101,11 +101,18 @@ class Tool:
     active_at: float = 0.0
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
+    storage_mounts: list[dict[str, Any]] = field(default_factory=list)
+    checking: bool = False
+    """True while the service still checks that the tool's image can run."""
+    failure: str = ""
+    """Why creation failed (found by the check); the tool turns FAILED with this reason."""
+    status_reason: str = ""
 
     def refresh(self) -> None:
-        """Creation completes ``active_at``: the tool turns ACTIVE then."""
-        if self.status == "CREATING" and time.time() >= self.active_at:
-            self.status = "ACTIVE"
+        """Creation completes at ``active_at`` once the image check is done: ACTIVE or FAILED."""
+        if self.status == "CREATING" and not self.checking and time.time() >= self.active_at:
+            self.status = "FAILED" if self.failure else "ACTIVE"
+            self.status_reason = self.failure
             self.updated = time.time()
 
     def to_api(self) -> dict[str, Any]:
@@ -116,7 +123,7 @@ class Tool:
             "ToolName": self.name,
             "ToolType": self.tool_type,
             "Status": self.status,
-            "StatusReason": "",
+            "StatusReason": self.status_reason,
             "Description": self.description,
             "Persistent": False,
             "DefaultTimeoutSeconds": self.default_timeout,
@@ -125,7 +132,7 @@ class Tool:
             "CreateTime": rfc3339(self.created),
             "UpdateTime": rfc3339(self.updated),
             "RoleArn": self.role_arn,
-            "StorageMounts": [],
+            "StorageMounts": self.storage_mounts,
             "CustomConfiguration": self.custom,
         }
 

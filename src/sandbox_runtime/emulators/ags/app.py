@@ -8,6 +8,7 @@ admin routes that tests and users call to inject faults and look at the state.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -18,6 +19,7 @@ from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
 from ._gateway import Gateway, GatewayAnswer
 from ._service import AgsService
+from ._tcr import TCR_VERSION, TcrApi
 from .envd._http import Message, Scope
 
 __all__ = ["EmulatorApp"]
@@ -52,10 +54,18 @@ async def _answer_json(
 class EmulatorApp:
     """The ASGI callable; see the module docstring."""
 
-    def __init__(self, service: AgsService, cloud: CloudApi, e2b: E2bApi, gateway: Gateway) -> None:
+    def __init__(
+        self,
+        service: AgsService,
+        cloud: CloudApi,
+        e2b: E2bApi,
+        gateway: Gateway,
+        tcr: TcrApi | None = None,
+    ) -> None:
         self.service = service
         self.faults: FaultBook = service.faults
         self.cloud = cloud
+        self.tcr = tcr
         self.e2b = e2b
         self.gateway = gateway
 
@@ -87,6 +97,9 @@ class EmulatorApp:
 
     async def _fault(self, plane: str, operation: str, send: Send) -> bool:
         """Apply an armed fault to this request; True if it was answered (or dropped)."""
+        delayed = self.faults.take(plane, operation, ("delay",))
+        if delayed is not None:
+            await asyncio.sleep(delayed.delay)
         fault = self.faults.take(plane, operation, ("rate_limit", "unavailable", "drop", "error"))
         if fault is None:
             return False
@@ -109,6 +122,13 @@ class EmulatorApp:
             await _answer_json(send, status, {"code": status, "message": fault.message})
         return True
 
+    def _drop_answer(self, plane: str, operation: str) -> None:
+        """Close the connection of a request that was handled, if a fault says so."""
+        fault = self.faults.take(plane, operation, ("drop_answer",))
+        if fault is not None:
+            self.faults.record(plane, operation, 0, fault)
+            raise DroppedConnection(f"injected drop of the answer to {operation}")
+
     # -- planes ------------------------------------------------------------------------------
 
     async def _cloud(self, headers: dict[str, str], body: bytes, send: Send) -> None:
@@ -119,7 +139,11 @@ class EmulatorApp:
             params = json.loads(body) if body else {}
         except ValueError:
             params = None
-        response = await self.cloud.handle(action, headers, body, params)
+        if self.tcr is not None and headers.get("x-tc-version") == TCR_VERSION:
+            response = await self.tcr.handle(action, headers, body, params)
+        else:
+            response = await self.cloud.handle(action, headers, body, params)
+        self._drop_answer("cloud", action)
         self.faults.record("cloud", action, 200, None)
         await _answer_json(send, 200, {"Response": response})
 
@@ -130,6 +154,7 @@ class EmulatorApp:
         if await self._fault("e2b", operation, send):
             return
         status, payload, extra = await self.e2b.handle(method, path, query, headers, body)
+        self._drop_answer("e2b", operation)
         self.faults.record("e2b", operation, status, None)
         await _answer_json(send, status, payload, list(extra.items()))
 

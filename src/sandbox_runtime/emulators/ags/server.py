@@ -8,7 +8,8 @@
 
 It binds 127.0.0.1 only (plain HTTP; nothing here is meant to be reachable from elsewhere),
 knows one SecretId/SecretKey pair and one ``ark_`` API key (random unless given), and creates
-a ready tool named ``default`` so that instances can be started at once.
+a ready tool named ``default`` so that instances can be started at once, and one TCR registry
+instance (``emulator.tcr.registry``) whose domain is ``tcr_domain``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ._gateway import Gateway
 from ._runner import RunnerSettings
 from ._service import AgsService, ServiceLimits
 from ._state import Store
+from ._tcr import TcrApi
 from .app import EmulatorApp
 from .envd._http import serve
 
@@ -57,6 +59,8 @@ class AgsEmulator:
         local_isolation: str | None = None,
         base_dir: str | None = None,
         limits: ServiceLimits | None = None,
+        tcr_domain: str | None = None,
+        tcr_login: tuple[str, str] | None = None,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -70,6 +74,11 @@ class AgsEmulator:
         self.service = AgsService(runner, limits or ServiceLimits(), self.faults, self.store)
         self.api_key = self.service.create_api_key("emulator", api_key).secret
         self.default_tool = self.service.add_ready_tool(DEFAULT_TOOL, default_image)
+        #: The TCR emulation; its one registry instance pushes to ``tcr_domain`` (a real
+        #: registry such as a local ``docker-registry``), see ``_tcr``.
+        self.tcr = TcrApi(
+            (self.secret_id, self.secret_key), registry_domain=tcr_domain, login=tcr_login
+        )
         self._gateway: Gateway | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -125,7 +134,7 @@ class AgsEmulator:
         """The ASGI application (call from the loop that will serve it)."""
         self._gateway = Gateway(self.store)
         cloud = CloudApi(self.service, (self.secret_id, self.secret_key))
-        return EmulatorApp(self.service, cloud, E2bApi(self.service), self._gateway)
+        return EmulatorApp(self.service, cloud, E2bApi(self.service), self._gateway, self.tcr)
 
     async def serve(self) -> None:
         """Serve until cancelled, then stop every instance."""
