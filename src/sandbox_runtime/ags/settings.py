@@ -9,15 +9,17 @@ tool management alike.  Secrets stay ``SecretStr`` until the SDK signs with them
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from sandbox_runtime.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .control import AgsCloudClient
+    from .control import AgsCloudClient, CloudApiClient
     from .tcr import TcrCloudClient
+
+    _C = TypeVar("_C", bound=CloudApiClient)
 
 __all__ = ["AgsConnection", "split_endpoint"]
 
@@ -95,30 +97,21 @@ class AgsConnection(BaseModel):
         """A client of the AGS Cloud API."""
         from .control import INTERNAL_ENDPOINT, AgsCloudClient
 
-        secret_id, secret_key = self._credentials()
-        scheme, host = "https", INTERNAL_ENDPOINT if self.internal else None
-        if self.endpoint:
-            scheme, host = split_endpoint(self.endpoint)
-        return AgsCloudClient(
-            secret_id=secret_id,
-            secret_key=secret_key,
-            session_token=self.session_token,
-            region=self.region,
-            endpoint=host,
-            scheme=scheme,
-            request_timeout=self.request_timeout,
-        )
+        return self._client(AgsCloudClient, INTERNAL_ENDPOINT, self.endpoint)
 
     def tcr_client(self) -> TcrCloudClient:
         """A client of the TCR Cloud API (needs ``tencentcloud-sdk-python-tcr``)."""
         from .tcr import INTERNAL_ENDPOINT, TcrCloudClient
 
+        return self._client(TcrCloudClient, INTERNAL_ENDPOINT, self.tcr_endpoint or self.endpoint)
+
+    def _client(self, client_cls: type[_C], internal_endpoint: str, override: str | None) -> _C:
+        """``client_cls`` for these credentials; ``override`` (the emulator) beats the defaults."""
         secret_id, secret_key = self._credentials()
-        scheme, host = "https", INTERNAL_ENDPOINT if self.internal else None
-        target = self.tcr_endpoint or self.endpoint
-        if target:
-            scheme, host = split_endpoint(target)
-        return TcrCloudClient(
+        scheme, host = "https", internal_endpoint if self.internal else None
+        if override:
+            scheme, host = split_endpoint(override)
+        return client_cls(
             secret_id=secret_id,
             secret_key=secret_key,
             session_token=self.session_token,

@@ -65,6 +65,19 @@ class TcrCloudClient(CloudApiClient):
     sdk_client = TcrClient
     label = "TCR"
 
+    def _create_unless_exists(self, action: str, params: dict[str, Any]) -> bool:
+        """Call a create action; True if this call created the resource.
+
+        An "already exists" answer (a concurrent creator got there first) counts as success.
+        """
+        try:
+            self.call(action, params, idempotent=True)
+        except AgsApiError as exc:
+            if _exists(exc):
+                return False
+            raise
+        return True
+
     # -- TCR Enterprise ----------------------------------------------------------------------
 
     def describe_instance(self, registry_id: str) -> RegistryInstance:
@@ -94,17 +107,10 @@ class TcrCloudClient(CloudApiClient):
         )
         if any(n.get("Name") == namespace for n in answer.get("NamespaceList") or []):
             return False
-        try:
-            self.call(
-                "CreateNamespace",
-                {"RegistryId": registry_id, "NamespaceName": namespace, "IsPublic": False},
-                idempotent=True,
-            )
-        except AgsApiError as exc:
-            if _exists(exc):
-                return False
-            raise
-        return True
+        return self._create_unless_exists(
+            "CreateNamespace",
+            {"RegistryId": registry_id, "NamespaceName": namespace, "IsPublic": False},
+        )
 
     def ensure_repository(self, registry_id: str, namespace: str, repository: str) -> bool:
         """Create the repository unless it exists; True if this call created it."""
@@ -121,22 +127,15 @@ class TcrCloudClient(CloudApiClient):
         names = {str(r.get("Name", "")) for r in answer.get("RepositoryList") or []}
         if repository in names or f"{namespace}/{repository}" in names:
             return False
-        try:
-            self.call(
-                "CreateRepository",
-                {
-                    "RegistryId": registry_id,
-                    "NamespaceName": namespace,
-                    "RepositoryName": repository,
-                    "BriefDescription": "pushed by sandbox-runtime",
-                },
-                idempotent=True,
-            )
-        except AgsApiError as exc:
-            if _exists(exc):
-                return False
-            raise
-        return True
+        return self._create_unless_exists(
+            "CreateRepository",
+            {
+                "RegistryId": registry_id,
+                "NamespaceName": namespace,
+                "RepositoryName": repository,
+                "BriefDescription": "pushed by sandbox-runtime",
+            },
+        )
 
     def create_token(self, registry_id: str) -> RegistryToken:
         """``CreateInstanceToken``: a temporary (1 h) docker login for the instance.
@@ -168,13 +167,7 @@ class TcrCloudClient(CloudApiClient):
         infos = (answer.get("Data") or {}).get("NamespaceInfo") or []
         if any(n.get("Namespace") == namespace for n in infos):
             return False
-        try:
-            self.call("CreateNamespacePersonal", {"Namespace": namespace}, idempotent=True)
-        except AgsApiError as exc:
-            if _exists(exc):
-                return False
-            raise
-        return True
+        return self._create_unless_exists("CreateNamespacePersonal", {"Namespace": namespace})
 
     def ensure_repository_personal(self, repo_name: str) -> bool:
         """Create a CCR Personal repository (``namespace/name``) unless it exists."""
@@ -186,14 +179,7 @@ class TcrCloudClient(CloudApiClient):
         infos = (answer.get("Data") or {}).get("RepoInfo") or []
         if any(r.get("RepoName") == repo_name for r in infos):
             return False
-        try:
-            self.call(
-                "CreateRepositoryPersonal",
-                {"RepoName": repo_name, "Public": 0, "Description": "pushed by sandbox-runtime"},
-                idempotent=True,
-            )
-        except AgsApiError as exc:
-            if _exists(exc):
-                return False
-            raise
-        return True
+        return self._create_unless_exists(
+            "CreateRepositoryPersonal",
+            {"RepoName": repo_name, "Public": 0, "Description": "pushed by sandbox-runtime"},
+        )

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe.agents.tools import Observation, ToolCall
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["Agent", "AgentResult", "Budget", "Step"]
@@ -81,6 +82,20 @@ class AgentResult:
     """An error that ended the attempt (model endpoint down, sandbox gone, ...)."""
     usage: dict[str, int] = field(default_factory=dict)
     """Token counts reported by a model endpoint, if any."""
+
+    def record(self, call: ToolCall, observation: Observation, thought: str = "") -> Step:
+        """Append the step a tool call made, numbered after the ones before it."""
+        step = Step(
+            index=len(self.steps),
+            action=call.name,
+            arguments=call.arguments,
+            output=observation.output,
+            exit_code=observation.exit_code,
+            duration=observation.duration,
+            thought=thought,
+        )
+        self.steps.append(step)
+        return step
 
 
 class Agent(abc.ABC):

@@ -148,17 +148,7 @@ class LLMAgent(Agent):
                         tool_call.function.name, tool_call.function.arguments, tool_call.id
                     )
                     observation = tools.run(call)
-                    result.steps.append(
-                        Step(
-                            index=len(result.steps),
-                            action=call.name,
-                            arguments=call.arguments,
-                            output=observation.output,
-                            exit_code=observation.exit_code,
-                            duration=observation.duration,
-                            thought=thought,
-                        )
-                    )
+                    result.record(call, observation, thought)
                     messages.append(
                         {
                             "role": "tool",

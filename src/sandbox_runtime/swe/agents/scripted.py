@@ -15,7 +15,7 @@ from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.runtime import SandboxRuntime
-from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget, Step
+from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.agents.tools import ToolBox, ToolCall
 from sandbox_runtime.swe.task import Task
 
@@ -65,16 +65,7 @@ class ScriptedAgent(Agent):
                 result.stop_reason = stop
                 return result
             observation = tools.run(call)
-            result.steps.append(
-                Step(
-                    index=len(result.steps),
-                    action=call.name,
-                    arguments=call.arguments,
-                    output=observation.output,
-                    exit_code=observation.exit_code,
-                    duration=observation.duration,
-                )
-            )
+            result.record(call, observation)
             if observation.done:
                 result.submitted, result.stop_reason = True, "submitted"
                 return result
