@@ -37,6 +37,19 @@ def _processes_marked(sandbox_id: str) -> list[int]:
     return found
 
 
+def _processes_naming(sandbox_id: str) -> list[int]:
+    """Processes whose command line mentions the sandbox (its watchdog)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if sandbox_id.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
 def _wait(predicate, within: float) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -145,6 +158,8 @@ def test_reap_cleans_up_after_a_killed_client(
         assert live.is_alive()
     assert not list(base.glob(f"sbx-{orphan.removeprefix('local-')}"))
     assert _wait(lambda: not _processes_marked(orphan), within=5)
+    # The orphan's lifetime watchdog is gone too, not left sleeping until the lifetime.
+    assert _wait(lambda: not _processes_naming(orphan), within=5)
 
 
 def test_abandoned_local_sandbox_ends_at_its_lifetime(tmp_path: Path) -> None:

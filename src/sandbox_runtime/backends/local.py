@@ -113,6 +113,25 @@ def _kill_marked(marker: str) -> None:
                 os.kill(int(entry), signal.SIGKILL)
 
 
+def _kill_watchdog(marker: str) -> None:
+    """SIGKILL the watchdog of the sandbox with ``marker`` (and its ``sleep``), if it still runs.
+
+    Its own client kills it on close; this is for a sandbox reaped after its client died.
+    The watchdog is found by its argument vector, which names the marker.
+    """
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 5 and argv[3] == b"watchdog" and argv[5] == marker.encode():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(entry), signal.SIGKILL)
+
+
 def _remove_tree(path: Path) -> None:
     def make_writable_and_retry(function: object, failed: str, _excinfo: object) -> None:
         parent = os.path.dirname(failed)
@@ -453,7 +472,9 @@ class LocalBackend(Backend):
             sandbox_id = str(meta.get("id", home.name))
             reaped.append(ReapedSandbox(cls.name, sandbox_id, reason))
             if not dry_run:
-                _kill_marked(f"{_MARKER_VAR}={sandbox_id}")
+                marker = f"{_MARKER_VAR}={sandbox_id}"
+                _kill_watchdog(marker)
+                _kill_marked(marker)
                 _remove_tree(home)
                 logger.info("reaped local sandbox %s (%s)", sandbox_id, reason)
         return reaped
