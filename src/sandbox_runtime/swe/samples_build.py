@@ -169,7 +169,13 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
 def _summary(output: str) -> str:
     """The run's pytest short summary only: the rest names host paths and timings."""
     tail = output.split("short test summary info", 1)[-1]
-    lines = [ln for ln in tail.splitlines() if ln.startswith(("PASSED ", "FAILED ", "ERROR "))]
+    # Only the outcome and the test id: pytest cuts a failure's message to the terminal's
+    # width, so keeping it would make the rows differ from one machine to the next.
+    lines = [
+        ln.split(" - ", 1)[0]
+        for ln in tail.splitlines()
+        if ln.startswith(("PASSED ", "FAILED ", "ERROR "))
+    ]
     return "=== short test summary info ===\n" + "\n".join(lines) + "\n"
 
 
