@@ -265,3 +265,70 @@ def test_ctrl_c_closes_every_local_sandbox(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_removes_every_container(tmp_path: Path, sample_images: list[str]) -> None:
     _interrupt(tmp_path, "docker")
+
+
+def test_llm_agent_through_the_command_line(tmp_path: Path) -> None:
+    """``run --agent llm``: flags reach the agent, the key only through the environment."""
+    from tests.swe.fake_chat import FakeChat, tool_reply
+
+    secret = "sk-cli-test-never-printed-0987654321"
+    fix = {
+        "command": "str_replace",
+        "path": "csvline/core.py",
+        "old_str": '    if field:\n        fields.append("".join(field))',
+        "new_str": '    fields.append("".join(field))',
+    }
+    replies = [
+        tool_reply([("bash", {"command": "grep -n 'if field' csvline/core.py"})]),
+        tool_reply([("str_replace_editor", fix), ("submit", {})]),
+    ]
+    report, traj = tmp_path / "llm.json", tmp_path / "llm.jsonl"
+    env = _env(tmp_path) | {"CLI_TEST_KEY": secret}
+    with FakeChat(replies) as chat:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sandbox_runtime.cli",
+                "run",
+                "bundled",
+                "--select",
+                "sandbox-runtime-samples__csvline-1",
+                "--agent",
+                "llm",
+                "--base-url",
+                chat.url,
+                "--model",
+                "scripted-model",
+                "--api-key-env",
+                "CLI_TEST_KEY",
+                "--max-steps",
+                "5",
+                "--report",
+                str(report),
+                "--trajectories",
+                str(traj),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    [task] = json.loads(report.read_text())["tasks"]
+    assert (task["task_id"], task["reward"]) == ("sandbox-runtime-samples__csvline-1", 1.0)
+    [record] = [json.loads(line) for line in traj.read_text().splitlines()]
+    assert [a["action"] for a in record["actions"]] == ["bash", "str_replace_editor", "submit"]
+    assert (record["steps"], record["usage"]["total_tokens"]) == (3, 30)
+    assert "-    if field:" in record["patch"]
+    assert [r["model"] for r in chat.requests] == ["scripted-model"] * 2
+    assert chat.auth == [f"Bearer {secret}"] * 2
+    for text in (done.stdout, done.stderr, report.read_text(), traj.read_text()):
+        assert secret not in text
+
+
+def test_llm_agent_needs_an_endpoint_and_a_model(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "bundled", "--agent", "llm", "--model", "m")
+    assert done.returncode != 0
+    assert "the llm agent needs --base-url and --model" in done.stderr

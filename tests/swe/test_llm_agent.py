@@ -7,9 +7,7 @@ the real ``openai`` client, so request and response shapes are the real ones.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -19,83 +17,9 @@ from sandbox_runtime.swe import Task, grade
 from sandbox_runtime.swe.agents import Budget
 from sandbox_runtime.swe.agents.llm import LLMAgent, LLMConfig
 from tests.swe.conftest import open_prepared, task_named
+from tests.swe.fake_chat import FakeChat, tool_reply
 
 SECRET = "sk-test-do-not-leak-1234567890"
-
-
-def _tool_reply(calls: list[tuple[str, dict[str, Any]]], content: str = "") -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": content,
-        "tool_calls": [
-            {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)},
-            }
-            for i, (name, args) in enumerate(calls)
-        ],
-    }
-
-
-class FakeChat:
-    """Serves scripted assistant messages in order and records the requests."""
-
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.auth: list[str] = []
-        chat = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                chat.requests.append(body)
-                chat.auth.append(self.headers.get("Authorization", ""))
-                message = (
-                    chat.replies.pop(0) if chat.replies else {"role": "assistant", "content": "..."}
-                )
-                payload = json.dumps(
-                    {
-                        "id": f"chatcmpl-{len(chat.requests)}",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": message,
-                                "finish_reason": "tool_calls"
-                                if message.get("tool_calls")
-                                else "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeChat:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -111,8 +35,8 @@ def config() -> Callable[[str], LLMConfig]:
 def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks: list[Task], config: Any) -> None:
     task = task_named(bundled_tasks, "csvline", "swebench")
     replies = [
-        _tool_reply([("bash", {"command": "grep -n 'if field' csvline/core.py"})], "Looking."),
-        _tool_reply(
+        tool_reply([("bash", {"command": "grep -n 'if field' csvline/core.py"})], "Looking."),
+        tool_reply(
             [
                 (
                     "str_replace_editor",
@@ -121,7 +45,7 @@ def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks: list[Task], c
             ]
         ),
         {"role": "assistant", "content": "I think I know."},  # no tool call: costs a step
-        _tool_reply(
+        tool_reply(
             [
                 (
                     "str_replace_editor",
@@ -180,9 +104,7 @@ def test_step_limit_and_bad_arguments(bundled_tasks: list[Task], config: Any) ->
             {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{oops"}}
         ],
     }
-    replies = [bad, _tool_reply([("nope", {})])] + [
-        _tool_reply([("bash", {"command": "true"})])
-    ] * 5
+    replies = [bad, tool_reply([("nope", {})])] + [tool_reply([("bash", {"command": "true"})])] * 5
     with FakeChat(replies) as chat, open_prepared(task) as sandbox:
         result = LLMAgent(config(chat.url)).run(task, sandbox, Budget(max_steps=3))
     assert not result.submitted
