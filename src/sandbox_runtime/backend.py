@@ -90,6 +90,16 @@ class Backend(abc.ABC):
         self.options = options
 
     @classmethod
+    def configure(cls, config: SandboxConfig, options: BackendOptions) -> SandboxConfig:
+        """Fill the fields of ``config`` that this backend's options determine.
+
+        Called once, before the backend is made.  The default changes nothing; ``repoenv``
+        takes the image and workdir from its dataset entry where the user set neither
+        (``config.model_fields_set`` tells which fields were given).
+        """
+        return config
+
+    @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Say whether this backend can run here (daemon reachable, credentials present)."""
         return Availability(True)

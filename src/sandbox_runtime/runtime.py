@@ -45,7 +45,7 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-def _validate_options(config: SandboxConfig, backend_cls: type[Backend]) -> BackendOptions:
+def validate_options(config: SandboxConfig, backend_cls: type[Backend]) -> BackendOptions:
     """Validate ``config.options`` with the backend's model; errors read ``options.<field>``."""
     model = backend_cls.options_model
     raw = config.options
@@ -89,10 +89,15 @@ class SandboxRuntime:
         if config is None:
             config = SandboxConfig(**fields)
         elif fields:
-            config = SandboxConfig.model_validate({**config.model_dump(), **fields})
-        self._config = config
+            # Only what was set: the rest stays unset, so a backend may still fill it in.
+            given = config.model_dump(exclude_unset=True)
+            config = SandboxConfig.model_validate({**given, **fields})
         backend_cls = load_backend(config.backend)
-        self._backend: Backend = backend_cls(config, _validate_options(config, backend_cls))
+        options = validate_options(config, backend_cls)
+        # The validated model replaces the raw dict: its repr masks secrets and long fields.
+        config = backend_cls.configure(config, options).model_copy(update={"options": options})
+        self._config = config
+        self._backend: Backend = backend_cls(config, options)
         self._state = _State.NEW
         self._lifecycle = threading.Lock()
         self._base_commits: dict[str, str] = {}

@@ -23,7 +23,14 @@ from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.task import Task, TaskFormat
 
-__all__ = ["R2E_ALT_PATH", "R2E_TESTS_IMAGE_PATH", "SetupError", "prepare", "rel"]
+__all__ = [
+    "R2E_ALT_PATH",
+    "R2E_TESTS_IMAGE_PATH",
+    "SetupError",
+    "prepare",
+    "r2e_setup_script",
+    "rel",
+]
 
 #: Where R2E-Gym hides ``run_tests.sh`` and ``r2e_tests`` from the agent.
 R2E_ALT_PATH = "/root"
@@ -52,10 +59,15 @@ def prepare(task: Task, sandbox: SandboxRuntime) -> None:
         _prepare_swesmith(task, sandbox)
 
 
-def _prepare_r2e(sandbox: SandboxRuntime) -> None:
-    alt = rel(sandbox, R2E_ALT_PATH)
-    image_tests = rel(sandbox, R2E_TESTS_IMAGE_PATH)
-    script = f"""
+def r2e_setup_script(workdir: str) -> str:
+    """The shell script, run in ``workdir``, that readies an R2E-Gym image as RepoEnv does.
+
+    It is idempotent (a second run finds nothing left to move), and its paths are relative
+    to the workdir so that it means the same on every backend.
+    """
+    alt = shlex.quote(posixpath.relpath(R2E_ALT_PATH, workdir))
+    image_tests = shlex.quote(posixpath.relpath(R2E_TESTS_IMAGE_PATH, workdir))
+    return f"""
 set -e
 mkdir -p {alt}
 if [ -e run_tests.sh ]; then mv -f run_tests.sh {alt}/run_tests.sh; fi
@@ -69,11 +81,15 @@ fi
 find . -name '*.pyc' -delete 2>/dev/null || true
 find . -name __pycache__ -prune -exec rm -rf {{}} + 2>/dev/null || true
 find {alt}/r2e_tests -name __pycache__ -prune -exec rm -rf {{}} + 2>/dev/null || true
-exclude=$({_GIT} rev-parse --git-path info/exclude)
-mkdir -p "$(dirname "$exclude")"
-printf 'run_tests.sh\\nr2e_tests\\n' >> "$exclude"
+if exclude=$({_GIT} rev-parse --git-path info/exclude 2>/dev/null); then
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx r2e_tests "$exclude" 2>/dev/null || printf 'run_tests.sh\\nr2e_tests\\n' >> "$exclude"
+fi
 """
-    result = sandbox.exec(script, timeout=120)
+
+
+def _prepare_r2e(sandbox: SandboxRuntime) -> None:
+    result = sandbox.exec(r2e_setup_script(sandbox.workdir), timeout=120)
     if not result.ok:
         raise SetupError(f"R2E-Gym setup failed: {result.output.strip()[-2000:]}")
 
