@@ -24,6 +24,7 @@ _EXTRAS = {
     "local": None,
     "docker": "docker",
     "ags": "ags",
+    "repoenv": None,  # plus its engine's extra (docker by default)
 }
 
 _cache: dict[str, type[Backend]] = {}

@@ -139,9 +139,12 @@ class Runner:
             volumes = list(options.get("volumes", []))
             volumes += [f"{host}:{inside}" for host, inside in task.mounts.items()]
             options["volumes"] = volumes
+        # repoenv runs on an engine backend: the image is resolved for that engine.
+        engine = options.get("engine", "docker") if self.options.backend == "repoenv" else None
+        image_backend = engine or self.options.backend
         return SandboxConfig(
             backend=self.options.backend,
-            image=resolve_image(task, self.options.backend, base_image=self.options.base_image),
+            image=resolve_image(task, image_backend, base_image=self.options.base_image),
             workdir=task.workdir,
             env=dict(task.env),
             exec_timeout=max(self.options.step_timeout, self.options.test_timeout),

@@ -1,0 +1,175 @@
+"""``repoenv``: an R2E-Gym dataset entry opened as R2E-Gym's ``RepoEnv`` opens it.
+
+Code written for R2E-Gym (and Graph Planner's ``backend: repoenv`` tasks) describes a sandbox
+by a dataset entry, ``ds``: the entry names the image, the repository lives in ``/testbed``,
+and ``RepoEnv`` moves ``run_tests.sh`` and the held-out ``r2e_tests`` out of the agent's
+sight before anything else runs.  This backend does exactly that on top of another backend,
+its *engine* (``docker`` by default, like R2E-Gym; ``local``, ``ags`` or any installed one):
+
+* the image and the workdir come from the entry unless the config sets them;
+* after the engine starts the sandbox, the R2E-Gym setup runs in it
+  (:func:`~sandbox_runtime.swe.prepare.r2e_setup_script`, idempotent);
+* every primitive is the engine's own, so timeouts, file transfer, lifetimes and reaping are
+  the engine's: ``sandbox-runtime reap`` finds a lost ``repoenv`` sandbox under its engine.
+
+It is a backend rather than a helper so that code choosing a backend by name from a task
+file keeps working with nothing but ``backend="repoenv"`` and the entry.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
+
+from sandbox_runtime.backend import Availability, Backend, ExecRequest
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import ConfigError, SandboxStartError
+from sandbox_runtime.registry import load_backend
+from sandbox_runtime.results import ExecResult
+
+__all__ = ["RepoEnvBackend", "RepoEnvOptions"]
+
+
+class RepoEnvOptions(BackendOptions):
+    """Which dataset entry to open, and on which engine."""
+
+    ds: dict[str, Any] | None = Field(default=None, repr=False)
+    """The R2E-Gym dataset entry itself (a row of e.g. ``R2E-Gym/R2E-Gym-Lite``)."""
+    ds_json: Path | None = None
+    """A JSON file holding one entry (Graph Planner's ``sandbox.r2e_ds_json``)."""
+    engine: str = "docker"
+    """The backend that runs the sandbox."""
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+    """That backend's own options."""
+    base_image: str | None = None
+    """Base image when one of the bundled sample entries is built for a container engine."""
+
+    @model_validator(mode="after")
+    def _one_entry(self) -> RepoEnvOptions:
+        if self.engine == "repoenv":
+            raise ValueError("engine: repoenv cannot run on itself; name docker, local, ...")
+        if self.ds is not None and self.ds_json is not None:
+            raise ValueError("give the entry as ds or as ds_json, not both")
+        if self.ds_json is not None:
+            try:
+                loaded = json.loads(self.ds_json.expanduser().read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ValueError(f"ds_json: cannot read {self.ds_json}: {exc.strerror}") from None
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"ds_json: {self.ds_json} is not JSON: {exc.msg}") from None
+            if not isinstance(loaded, dict):
+                raise ValueError(f"ds_json: {self.ds_json} must hold one JSON object")
+            self.ds = loaded
+        if self.ds is not None:
+            self.task  # noqa: B018  (a bad entry is an error now, naming its field)
+        return self
+
+    @cached_property
+    def task(self) -> Any:
+        """The entry read as a task (``None`` without one): its image, workdir and repo."""
+        if self.ds is None:
+            return None
+        from sandbox_runtime.swe.rows import parse_row
+        from sandbox_runtime.swe.task import TaskError
+
+        try:
+            return parse_row(self.ds, index="ds", format="r2e")
+        except TaskError as exc:
+            raise ValueError(f"ds: not an R2E-Gym entry: {exc}") from None
+
+
+class RepoEnvBackend(Backend):
+    """Opens an R2E-Gym entry on an engine backend and readies it as ``RepoEnv`` does."""
+
+    name: ClassVar[str] = "repoenv"
+    options_model: ClassVar[type[BackendOptions]] = RepoEnvOptions
+    extra: ClassVar[str | None] = None
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        super().__init__(config, options)
+        assert isinstance(options, RepoEnvOptions)
+        engine_cls = load_backend(options.engine)
+        engine_config = config.model_copy(
+            update={"backend": options.engine, "options": options.engine_options}
+        )
+        from sandbox_runtime.runtime import validate_options
+
+        self._engine = engine_cls(engine_config, validate_options(engine_config, engine_cls))
+
+    @classmethod
+    def configure(cls, config: SandboxConfig, options: BackendOptions) -> SandboxConfig:
+        """Take the image and the workdir from the entry where the config leaves them out."""
+        assert isinstance(options, RepoEnvOptions)
+        task = options.task
+        update: dict[str, Any] = {}
+        if task is not None and "workdir" not in config.model_fields_set:
+            update["workdir"] = task.workdir
+        if task is not None and config.image is None:
+            from sandbox_runtime.swe.images import resolve_image
+
+            update["image"] = resolve_image(task, options.engine, base_image=options.base_image)
+        if config.image is None and "image" not in update:
+            raise ConfigError("repoenv needs an entry (options.ds or options.ds_json) or an image")
+        return config.model_copy(update=update) if update else config
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        engine = options.engine if isinstance(options, RepoEnvOptions) else "docker"
+        try:
+            engine_cls = load_backend(engine)
+        except Exception as exc:  # any reason the engine cannot load
+            return Availability(False, f"engine {engine!r}: {exc}")
+        engine_options = options.engine_options if isinstance(options, RepoEnvOptions) else {}
+        found = engine_cls.availability(engine_cls.options_model.model_validate(engine_options))
+        return found if found else Availability(False, f"engine {engine!r}: {found.reason}")
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._engine.sandbox_id
+
+    def start(self) -> None:
+        self._engine.start()
+        from sandbox_runtime.swe.prepare import r2e_setup_script
+
+        setup = ExecRequest(
+            command=r2e_setup_script(self.config.workdir),
+            cwd=self.config.workdir,
+            env=dict(self.config.env),
+            timeout=max(30.0, self.config.start_timeout),
+        )
+        try:
+            result = self._engine.exec(setup)
+        except BaseException:
+            self._engine.stop()
+            raise
+        if not result.ok:
+            self._engine.stop()
+            raise SandboxStartError(f"R2E-Gym setup failed: {result.output.strip()[-2000:]}")
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        return self._engine.exec(request)
+
+    def put_archive(self, data: bytes) -> None:
+        self._engine.put_archive(data)
+
+    def get_archive(self, path: str) -> bytes:
+        return self._engine.get_archive(path)
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        self._engine.write_file(path, data, mode)
+
+    def read_file(self, path: str) -> bytes:
+        return self._engine.read_file(path)
+
+    def exists(self, path: str) -> bool:
+        return self._engine.exists(path)
+
+    def stop(self) -> None:
+        self._engine.stop()
+
+    def is_alive(self) -> bool:
+        return self._engine.is_alive()
