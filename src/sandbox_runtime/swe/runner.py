@@ -33,7 +33,7 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["RunOptions", "Runner"]
+__all__ = ["RunOptions", "Runner", "task_sandbox_config"]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
@@ -54,6 +54,35 @@ class RunOptions:
     base_image: str | None = None
     """Base of the bundled samples' Docker images."""
     backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+def task_sandbox_config(
+    task: Task, options: RunOptions, *, run_id: str | None = None
+) -> SandboxConfig:
+    """The sandbox a task runs in: its image resolved for the backend, its workdir and env."""
+    backend_options: dict[str, Any] = dict(options.backend_options)
+    if task.mounts:
+        if options.backend != "docker":
+            raise SandboxError(f"task {task.task_id}: mounts need the docker backend")
+        volumes = list(backend_options.get("volumes", []))
+        volumes += [f"{host}:{inside}" for host, inside in task.mounts.items()]
+        backend_options["volumes"] = volumes
+    # repoenv runs on an engine backend: the image is resolved for that engine.
+    if options.backend == "repoenv":
+        image_backend = str(backend_options.get("engine", "docker"))
+    else:
+        image_backend = options.backend
+    return SandboxConfig(
+        backend=options.backend,
+        image=resolve_image(task, image_backend, base_image=options.base_image),
+        workdir=task.workdir,
+        env=dict(task.env),
+        exec_timeout=max(options.step_timeout, options.test_timeout),
+        lifetime=options.lifetime,
+        run_id=run_id,
+        labels={"sandbox-runtime.task": task.task_id[:63]},
+        options=backend_options,
+    )
 
 
 class Runner:
@@ -132,27 +161,7 @@ class Runner:
         return [outcomes[index] for index in sorted(outcomes)]
 
     def _config(self, task: Task) -> SandboxConfig:
-        options: dict[str, Any] = dict(self.options.backend_options)
-        if task.mounts:
-            if self.options.backend != "docker":
-                raise SandboxError(f"task {task.task_id}: mounts need the docker backend")
-            volumes = list(options.get("volumes", []))
-            volumes += [f"{host}:{inside}" for host, inside in task.mounts.items()]
-            options["volumes"] = volumes
-        # repoenv runs on an engine backend: the image is resolved for that engine.
-        engine = options.get("engine", "docker") if self.options.backend == "repoenv" else None
-        image_backend = engine or self.options.backend
-        return SandboxConfig(
-            backend=self.options.backend,
-            image=resolve_image(task, image_backend, base_image=self.options.base_image),
-            workdir=task.workdir,
-            env=dict(task.env),
-            exec_timeout=max(self.options.step_timeout, self.options.test_timeout),
-            lifetime=self.options.lifetime,
-            run_id=self.run_id,
-            labels={"sandbox-runtime.task": task.task_id[:63]},
-            options=options,
-        )
+        return task_sandbox_config(task, self.options, run_id=self.run_id)
 
     def _budget(self, task: Task) -> Budget:
         steps = self.options.max_steps or task.max_steps or 30

@@ -1,0 +1,95 @@
+"""Reward for a model-written patch, as a verl custom reward function.
+
+For single-turn SWE training (the model reads the issue and answers with a diff, as in
+SWE-RL), verl calls a ``compute_score(data_source, solution_str, ground_truth, extra_info)``
+function for every response.  :func:`compute_score` is one: it takes the diff out of the
+response, opens a fresh sandbox for the task in ``extra_info`` (the row that
+:func:`~sandbox_runtime.swe.dataset.write_rllm_parquet` stores there), applies the diff, runs
+the task's own tests and returns 1.0 or 0.0.  In verl's config::
+
+    custom_reward_function:
+      path: <site-packages>/sandbox_runtime/swe/patch_reward.py
+      name: compute_score
+    reward_model:
+      reward_kwargs: {backend: docker}
+
+Every reward gets its own sandbox, so responses are graded independently and in parallel
+(verl's reward workers may call this from many threads or processes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.rows import parse_row
+from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+
+__all__ = ["compute_score", "extract_patch", "grade_patch"]
+
+_FENCED = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+_DIFF_START = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null))", re.MULTILINE)
+
+
+def extract_patch(response: str) -> str | None:
+    """The unified diff in a model's response, or ``None`` if it holds none.
+
+    The last fenced block that looks like a diff wins (models often show the broken code
+    first); otherwise the text from the first ``diff --git`` or ``--- a/`` line on.
+    """
+    blocks: list[str] = _FENCED.findall(response)
+    for text in [*reversed(blocks), response]:
+        start = _DIFF_START.search(text)
+        if start:
+            return text[start.start() :].rstrip("`\n") + "\n"
+    return None
+
+
+def grade_patch(
+    row: Mapping[str, Any],
+    patch: str | None,
+    *,
+    backend: str = "local",
+    backend_options: Mapping[str, Any] | None = None,
+    base_image: str | None = None,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> GradeResult:
+    """Apply ``patch`` to a fresh sandbox of the task ``row`` and grade it; says why on 0."""
+    if not patch:
+        return GradeResult(0.0, "no patch in the response")
+    task = parse_row(dict(row), index="extra_info")
+    options = RunOptions(
+        backend=backend,
+        test_timeout=test_timeout,
+        base_image=base_image,
+        backend_options=dict(backend_options or {}),
+    )
+    with SandboxRuntime(task_sandbox_config(task, options)) as sandbox:
+        prepare(task, sandbox)
+        sandbox.base_commit(refresh=True)
+        applied = sandbox.apply_patch(patch)
+        error = None if applied else (applied.message or "the patch does not apply")
+        return grade(task, sandbox, timeout=test_timeout, patch_error=error)
+
+
+def compute_score(
+    data_source: str | None,
+    solution_str: str,
+    ground_truth: Any = None,
+    extra_info: Mapping[str, Any] | str | None = None,
+    **settings: Any,
+) -> float:
+    """Verl's reward-function signature; ``settings`` are ``reward_kwargs`` (backend, ...).
+
+    ``data_source`` and ``ground_truth`` are not needed: the task row in ``extra_info``
+    carries the tests that decide.
+    """
+    if extra_info is None:
+        raise ValueError("compute_score needs the task row as extra_info")
+    row = json.loads(extra_info) if isinstance(extra_info, str) else extra_info
+    return grade_patch(row, extract_patch(solution_str), **settings).reward
