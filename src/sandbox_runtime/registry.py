@@ -24,6 +24,7 @@ _EXTRAS = {
     "local": None,
     "docker": "docker",
     "ags": "ags",
+    "kubernetes": "kubernetes",
 }
 
 _cache: dict[str, type[Backend]] = {}
