@@ -23,6 +23,7 @@ import hmac
 import json
 import logging
 import re
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -97,6 +98,14 @@ class EmulatorServer(ThreadingHTTPServer):
         self.store = store
         self.token = token
         self.protocols = protocols
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log instead of printing; a client that hangs up mid-request is routine."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            logger.debug("client %s went away: %s", client_address, error)
+        else:
+            logger.exception("error serving %s", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
