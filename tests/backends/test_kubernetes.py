@@ -363,3 +363,36 @@ def test_v4_only_server_still_gets_stdin_and_files(v4_emulator: Any, docker_imag
         sandbox.write_bytes("blob.bin", payload)
         assert sandbox.read_bytes("blob.bin") == payload
         assert sandbox.exec("true", stdin=b"").exit_code == 0
+
+
+def test_cli_emulator_serves_until_interrupted(docker_image: str, tmp_path: Path) -> None:
+    from tests.conftest import kubernetes_problem, require
+
+    require(kubernetes_problem())
+    from sandbox_runtime.backends.kubernetes import KubernetesBackend, KubernetesOptions
+
+    kubeconfig = tmp_path / "kc"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.cli",
+            "kubernetes",
+            "emulator",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        lines = [server.stdout.readline() for _ in range(3)]
+        assert f"export KUBECONFIG={kubeconfig}\n" in lines
+        availability = KubernetesBackend.availability(KubernetesOptions(kubeconfig=str(kubeconfig)))
+        assert availability.ok, availability.reason
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
