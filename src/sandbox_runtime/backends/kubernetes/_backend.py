@@ -208,6 +208,9 @@ class KubernetesBackend(Backend):
             raise error from exc
         except Exception as exc:
             if unreachable(exc):
+                # The last attempt may have gone through unanswered: delete what may exist.
+                self._started = True
+                self._delete_quietly()
                 raise _explain_refusal(exc, cluster, "create pods") from exc
             raise
         self._started = True

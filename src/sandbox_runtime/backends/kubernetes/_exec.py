@@ -29,7 +29,7 @@ from websocket import ABNF, WebSocketException
 
 from sandbox_runtime._output import HeadTailBuffer
 
-__all__ = ["V5_PROTOCOL", "ExecOutcome", "bounded_stdin", "run_exec"]
+__all__ = ["V5_PROTOCOL", "ExecOutcome", "bounded_stdin", "negotiated_protocol", "run_exec"]
 
 V5_PROTOCOL = "v5.channel.k8s.io"
 _STDIN, _STDOUT, _STDERR, _ERROR, _CLOSE = 0, 1, 2, 3, 255
@@ -75,6 +75,23 @@ def open_exec(
     )
 
 
+def negotiated_protocol(client: Any) -> str | None:
+    """The subprotocol the server chose.
+
+    ``WSClient.subprotocol`` exists from client 36 on; before, it is read from the handshake's
+    response headers (the client sets the protocol header by hand, so websocket-client itself
+    does not record it).
+    """
+    chosen = getattr(client, "subprotocol", None)
+    if chosen:
+        return str(chosen)
+    headers = client.sock.getheaders() or {}
+    for name, value in headers.items():
+        if name.lower() == "sec-websocket-protocol":
+            return str(value).strip()
+    return None
+
+
 def _write_stdin(ws: Any, data: bytes, close_signal: bool) -> None:
     """Send stdin in chunks, then the close signal (v5); stop quietly if the exec ended."""
     with contextlib.suppress(WebSocketException, OSError):
@@ -98,7 +115,7 @@ def _readable(ws: Any, timeout: float | None) -> bool:
 def run_exec(client: Any, stdin: bytes | None, deadline: float | None, limit: int) -> ExecOutcome:
     """Pump one opened exec to its end or the deadline; closes the websocket either way."""
     ws = client.sock
-    protocol = getattr(client, "subprotocol", None)
+    protocol = negotiated_protocol(client)
     stdout, stderr = HeadTailBuffer(limit), HeadTailBuffer(limit)
     error = bytearray()
     writer = None
