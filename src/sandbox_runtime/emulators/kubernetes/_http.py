@@ -187,10 +187,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, query: dict[str, list[str]]) -> None:
         store = self.server.store
         trimmed = path.rstrip("/") or "/"
+        if trimmed == "/version":
+            self._reply(200, SERVER_VERSION)
+            return
         if trimmed in _PUBLIC:
-            self._reply(200, SERVER_VERSION) if trimmed == "/version" else self._reply(
-                200, b"ok", "text/plain"
-            )
+            self._reply(200, b"ok", "text/plain")
             return
         if trimmed == "/api":
             self._reply(

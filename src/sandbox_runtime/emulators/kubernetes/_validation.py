@@ -56,7 +56,7 @@ def _check_metadata(meta: dict[str, Any], causes: list[tuple[str, str]]) -> None
     annotations = meta.get("annotations") or {}
     size = 0
     for key, value in annotations.items():
-        problem = label_key_problem(str(key).lower())
+        problem = label_key_problem(str(key))
         if problem:
             causes.append(("metadata.annotations", f"Invalid value: {key!r}: {problem}"))
         size += len(str(key)) + len(str(value))
