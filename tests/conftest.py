@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,27 @@ def docker_image() -> str:
     """The locally built test image; fails in CI and skips elsewhere without Docker."""
     require(docker_problem())
     return DOCKER_IMAGE
+
+
+@cache
+def kubernetes_problem() -> str | None:
+    """Why the kubernetes backend cannot be tested against its emulator here, or None."""
+    try:
+        import kubernetes  # noqa: F401
+        import wsproto  # noqa: F401
+    except ImportError:
+        return "needs pip install -e '.[kubernetes,kubernetes-emulator]'"
+    return docker_problem()
+
+
+@pytest.fixture(scope="module")
+def k8s_emulator() -> Iterator[Any]:
+    """A Kubernetes API emulator with Docker behind its pods, one per test module."""
+    require(kubernetes_problem())
+    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+
+    with KubernetesEmulator() as running:
+        yield running
 
 
 @cache

@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "sandbox_runtime._cli_core",
     "sandbox_runtime.swe.cli",
     "sandbox_runtime.ags.cli",
+    "sandbox_runtime._cli_kubernetes",
 )
 
 

@@ -24,6 +24,7 @@ _EXTRAS = {
     "local": None,
     "docker": "docker",
     "ags": "ags",
+    "kubernetes": "kubernetes",
     "repoenv": None,  # plus its engine's extra (docker by default)
 }
 

@@ -1,0 +1,89 @@
+"""``sandbox-runtime kubernetes emulator``: the local Kubernetes API emulator in the foreground.
+
+The emulator's imports (docker-py, wsproto) happen in the handler, so listing commands stays
+fast and works without the ``kubernetes-emulator`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``kubernetes`` command group."""
+    group = subparsers.add_parser("kubernetes", help="Kubernetes backend tools")
+    commands = group.add_subparsers(dest="kubernetes_command", metavar="COMMAND")
+    group.set_defaults(handler=lambda _args: _help(group))
+    emulator = commands.add_parser(
+        "emulator",
+        help="run the local Kubernetes API emulator (pods are Docker containers)",
+        description=(
+            "Serve a Kubernetes API subset on 127.0.0.1 until interrupted, with every pod a "
+            "Docker container. It writes a kubeconfig for it and prints the KUBECONFIG line "
+            "that points kubectl-free clients (the kubernetes backend, the kubernetes "
+            "client) at it."
+        ),
+    )
+    emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    emulator.add_argument("--port", type=int, default=8901, help="port (0 picks a free one)")
+    emulator.add_argument("--token", help="bearer token to accept (default: random)")
+    emulator.add_argument("--no-auth", action="store_true", help="accept requests without a token")
+    emulator.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="where to write the kubeconfig (default: a new file in the temp directory)",
+    )
+    emulator.add_argument("--namespace", default="default", help="the kubeconfig's namespace")
+    emulator.add_argument("--docker-host", help="Docker engine for the pods (default: DOCKER_HOST)")
+    emulator.set_defaults(handler=_emulator)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    try:
+        from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+    except ImportError as exc:
+        print(
+            "the Kubernetes emulator needs: pip install 'sandbox-runtime[kubernetes-emulator]' "
+            f"({exc})",
+            file=sys.stderr,
+        )
+        return 2
+    emulator = KubernetesEmulator(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        auth=not args.no_auth,
+        docker_host=args.docker_host,
+    )
+    try:
+        emulator.start()
+    except Exception as exc:  # the engine is down, the port is taken: say so and stop
+        print(f"cannot start the Kubernetes emulator: {exc}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        target = args.kubeconfig or Path(tempfile.mkdtemp(prefix="srt-k8s-")) / "kubeconfig"
+        path = emulator.write_kubeconfig(target, namespace=args.namespace)
+        print(f"Kubernetes emulator on {emulator.url} (pods run on Docker)")
+        print(f"# the kubeconfig holds the token: local use only ({path})")
+        print(f"export KUBECONFIG={path}")
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        emulator.close()
+    return 0

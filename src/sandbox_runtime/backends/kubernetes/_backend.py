@@ -1,0 +1,544 @@
+"""The ``kubernetes`` backend: one pod per sandbox, through the official ``kubernetes`` client.
+
+Lifetime without a babysitter: the container's command is ``sleep <lifetime>`` and the pod
+has ``activeDeadlineSeconds`` = lifetime, so an abandoned sandbox ends at its lifetime even if
+the client was ``kill -9``ed; ended pods and pods of dead owners are deleted by
+:meth:`KubernetesBackend.reap` (``sandbox-runtime reap``), which selects only pods carrying
+this library's labels.
+
+Commands run through ``pods/exec`` (what ``kubectl exec`` uses).  That API has no working
+directory, environment or kill, so each command runs under ``env`` and the wrapper of
+``_shell`` (cd, then eval), and a timeout kills the command's process group with a second
+exec.  Files move as tar streams through exec, as ``kubectl cp`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from typing import Any
+
+from sandbox_runtime import _shell
+from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxStartError,
+    SandboxTimeoutError,
+)
+from sandbox_runtime.ownership import why_reapable
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.retry import call_with_retries
+
+from ._client import (
+    ApiException,
+    Cluster,
+    connect,
+    describe,
+    read_json,
+    retryable,
+    status_code,
+    unreachable,
+)
+from ._exec import V5_PROTOCOL, ExecOutcome, bounded_stdin, open_exec, run_exec
+from ._labels import MANAGED_SELECTOR, key_for, ownership_view, pod_metadata
+from ._options import KubernetesOptions
+
+__all__ = ["KubernetesBackend"]
+
+logger = logging.getLogger("sandbox_runtime.kubernetes")
+
+CONTAINER = "sandbox"
+#: Waiting reasons after which a pod will not start without someone changing something.
+_FATAL_WAITING = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+_NO_SUCH_PATH_EXIT = 44
+_UNLIMITED = 1 << 62
+_FILE_TIMEOUT = 3600.0
+
+
+def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> SandboxError:
+    """Map an API error at ``verb`` to this library's error, naming what to fix."""
+    code = status_code(exc)
+    if unreachable(exc):
+        return BackendUnavailableError(
+            f"cannot reach the Kubernetes API server at {cluster.server}: {describe(exc)}"
+        )
+    if code == 401:
+        return BackendUnavailableError(
+            f"the Kubernetes API server at {cluster.server} rejected the credentials "
+            "(401 Unauthorized): check the kubeconfig user or the token option"
+        )
+    if code == 403:
+        return BackendUnavailableError(
+            f"not allowed to {verb} in namespace {cluster.namespace!r} (403 Forbidden): "
+            f"{describe(exc)}; see docs/kubernetes.md for the RBAC rules the backend needs"
+        )
+    return BackendError(f"{verb} failed: {describe(exc)}")
+
+
+class KubernetesBackend(Backend):
+    """A sandbox as a Kubernetes pod; see the module docstring."""
+
+    name = "kubernetes"
+    options_model = KubernetesOptions
+    extra = "kubernetes"
+
+    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+        super().__init__(config, options)
+        assert isinstance(options, KubernetesOptions)
+        self._opts = options
+        self._pod = options.name_prefix + uuid.uuid4().hex[:16]
+        self._cluster: Cluster | None = None
+        self._started = False
+        self._shell = "bash"
+        self._close_stdin = True  # the v5 close signal; learnt from the first exec
+
+    def __repr__(self) -> str:
+        return f"KubernetesBackend(pod={self._pod!r})"
+
+    @classmethod
+    def availability(cls, options: BackendOptions | None = None) -> Availability:
+        """Load the configuration and list one pod: reachable, authenticated, allowed."""
+        opts = options if isinstance(options, KubernetesOptions) else KubernetesOptions()
+        try:
+            cluster = connect(opts)
+        except BackendUnavailableError as exc:
+            return Availability(False, str(exc))
+        try:
+            cluster.api.list_namespaced_pod(
+                cluster.namespace, limit=1, _preload_content=False, _request_timeout=10
+            )
+        except Exception as exc:  # every failure here is a reason to report, not to raise
+            return Availability(False, str(_explain_refusal(exc, cluster, "list pods")))
+        return Availability(True)
+
+    @property
+    def sandbox_id(self) -> str:
+        """The pod name (chosen before it is created, so a retried create finds it)."""
+        return self._pod
+
+    @property
+    def cluster(self) -> Cluster:
+        """The configured client (connects on first use)."""
+        if self._cluster is None:
+            self._cluster = connect(self._opts)
+        return self._cluster
+
+    def _call(self, description: str, operation: Any) -> Any:
+        return call_with_retries(operation, retryable, description=description)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _manifest(self) -> dict[str, Any]:
+        config, opts = self.config, self._opts
+        lifetime = max(1, math.ceil(config.lifetime))
+        labels, annotations = pod_metadata(
+            lifetime=config.lifetime, run_id=config.run_id, user_labels=config.labels
+        )
+        resources: dict[str, str] = {}
+        if config.resources.cpus:
+            resources["cpu"] = f"{max(1, round(config.resources.cpus * 1000))}m"
+        if config.resources.memory:
+            resources["memory"] = str(config.resources.memory)
+        container: dict[str, Any] = {
+            "name": CONTAINER,
+            "image": config.image,
+            "imagePullPolicy": opts.image_pull_policy,
+            "command": ["sleep", str(lifetime)],
+            "workingDir": config.workdir,
+            "env": [{"name": k, "value": v} for k, v in config.env.items()],
+            "resources": {"requests": resources, "limits": resources} if resources else {},
+        }
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "activeDeadlineSeconds": lifetime,
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": opts.automount_service_account_token,
+            "enableServiceLinks": False,
+            "containers": [container],
+        }
+        if opts.service_account:
+            spec["serviceAccountName"] = opts.service_account
+        if opts.node_selector:
+            spec["nodeSelector"] = dict(opts.node_selector)
+        if opts.runtime_class_name:
+            spec["runtimeClassName"] = opts.runtime_class_name
+        if opts.image_pull_secrets:
+            spec["imagePullSecrets"] = [{"name": name} for name in opts.image_pull_secrets]
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self._pod, "labels": labels, "annotations": annotations},
+            "spec": spec,
+        }
+
+    def start(self) -> None:
+        """Create the pod, wait until it runs, prepare the workdir; clean up on any failure."""
+        if not self.config.image:
+            raise SandboxStartError("the kubernetes backend needs an image (SandboxConfig.image)")
+        if any(name.startswith("-") for name in self.config.env):
+            raise ConfigError("environment variable names may not start with '-'")
+        began = time.monotonic()
+        manifest = self._manifest()
+        cluster = self.cluster
+        try:
+            self._create(cluster, manifest)
+        except ApiException as exc:
+            error = _explain_refusal(exc, cluster, "create pods")
+            if status_code(exc) in (400, 422):
+                error = SandboxStartError(f"the API server refused the pod: {describe(exc)}")
+            raise error from exc
+        except Exception as exc:
+            if unreachable(exc):
+                # The last attempt may have gone through unanswered: delete what may exist.
+                self._started = True
+                self._delete_quietly()
+                raise _explain_refusal(exc, cluster, "create pods") from exc
+            raise
+        self._started = True
+        try:
+            self._wait_running(cluster, began + self.config.start_timeout)
+            self._prepare(began + self.config.start_timeout)
+        except BaseException:
+            self._delete_quietly()
+            raise
+
+    def _create(self, cluster: Cluster, manifest: dict[str, Any]) -> None:
+        def create() -> None:
+            try:
+                cluster.api.create_namespaced_pod(
+                    cluster.namespace,
+                    manifest,
+                    _preload_content=False,
+                    _request_timeout=self._opts.api_timeout,
+                )
+            except ApiException as exc:
+                # 409 for our own random name: an earlier attempt went through, answer lost.
+                if status_code(exc) == 409 and self._is_ours(cluster):
+                    return
+                raise
+
+        self._call("create pod", create)
+
+    def _is_ours(self, cluster: Cluster) -> bool:
+        pod = self._read(cluster)
+        if pod is None:
+            return False
+        mine = self._manifest()["metadata"]["annotations"]
+        theirs = (pod.get("metadata") or {}).get("annotations") or {}
+        keys = [key_for("sandbox-runtime.owner-pid"), key_for("sandbox-runtime.owner-start")]
+        return all(theirs.get(key) == mine.get(key) for key in keys)
+
+    def _read(self, cluster: Cluster) -> dict[str, Any] | None:
+        """The pod object, or None if it does not exist."""
+
+        def read() -> Any:
+            return cluster.api.read_namespaced_pod(
+                self._pod,
+                cluster.namespace,
+                _preload_content=False,
+                _request_timeout=self._opts.api_timeout,
+            )
+
+        try:
+            pod = read_json(self._call("read pod", read))
+        except ApiException as exc:
+            if status_code(exc) == 404:
+                return None
+            raise _explain_refusal(exc, cluster, "get pods") from exc
+        except Exception as exc:
+            if unreachable(exc):
+                raise _explain_refusal(exc, cluster, "get pods") from exc
+            raise
+        return pod if isinstance(pod, dict) else None
+
+    def _wait_running(self, cluster: Cluster, deadline: float) -> None:
+        """Poll until the pod runs; fail at once on a waiting reason that will not clear."""
+        delay, last = 0.1, "not scheduled yet"
+        while True:
+            pod = self._read(cluster)
+            if pod is None:
+                raise SandboxStartError(f"pod {self._pod} disappeared while starting")
+            status = pod.get("status") or {}
+            phase = status.get("phase", "Pending")
+            states = [(s.get("state") or {}) for s in status.get("containerStatuses") or []]
+            if phase == "Running" and states and all("running" in s for s in states):
+                return
+            if phase in ("Failed", "Succeeded"):
+                why = status.get("reason") or ""
+                raise SandboxStartError(
+                    f"pod {self._pod} ended before it ran ({phase} {why}): "
+                    f"{status.get('message') or ''}".rstrip(": ")
+                )
+            for state in states:
+                waiting = state.get("waiting") or {}
+                reason = waiting.get("reason")
+                if reason in _FATAL_WAITING:
+                    raise SandboxStartError(
+                        f"pod {self._pod} cannot start {self.config.image!r}: {reason}: "
+                        f"{waiting.get('message') or ''}".rstrip(": ")
+                    )
+                if reason:
+                    last = reason
+            for condition in status.get("conditions") or []:
+                if condition.get("status") == "False" and condition.get("reason"):
+                    last = f"{condition['reason']}: {condition.get('message') or ''}".rstrip(": ")
+                    break
+            if time.monotonic() + delay > deadline:
+                raise SandboxTimeoutError(
+                    f"pod {self._pod} did not run within start_timeout "
+                    f"{self.config.start_timeout:.0f}s (last: {last})"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def _prepare(self, deadline: float) -> None:
+        """Create the workdir and learn the shell and the exec protocol, in one exec."""
+        script = (
+            'mkdir -p -- "$1" || exit 1; '
+            "if command -v bash >/dev/null 2>&1; then echo bash; else echo sh; fi"
+        )
+        argv = ["/bin/sh", "-c", script, "sh", self.config.workdir]
+        outcome = self._exec_argv(argv, None, deadline, 4096)
+        if not outcome.finished:
+            raise SandboxTimeoutError(f"preparing pod {self._pod} ran past start_timeout")
+        code = self._exit_code(outcome)
+        if code != 0:
+            raise SandboxStartError(
+                f"cannot create {self.config.workdir} in pod {self._pod}: "
+                f"{outcome.stderr.getvalue().decode(errors='replace').strip()}"
+            )
+        self._shell = "bash" if outcome.stdout.getvalue().strip() == b"bash" else "/bin/sh"
+        self._close_stdin = outcome.protocol == V5_PROTOCOL
+
+    def _delete_quietly(self) -> None:
+        try:
+            self.stop()
+        except SandboxError as exc:
+            logger.warning("could not delete pod %s: %s", self._pod, exc)
+
+    def stop(self) -> None:
+        """Delete the pod at once (grace period 0); deleting a deleted pod is fine."""
+        if not self._started:
+            return
+        cluster = self.cluster
+
+        def delete() -> None:
+            try:
+                cluster.api.delete_namespaced_pod(
+                    self._pod,
+                    cluster.namespace,
+                    grace_period_seconds=0,
+                    _preload_content=False,
+                    _request_timeout=self._opts.api_timeout,
+                )
+            except ApiException as exc:
+                if status_code(exc) != 404:
+                    raise
+
+        try:
+            self._call("delete pod", delete)
+        except Exception as exc:
+            if isinstance(exc, ApiException) or unreachable(exc):
+                raise _explain_refusal(exc, cluster, "delete pods") from exc
+            raise
+
+    def is_alive(self) -> bool:
+        """True while the pod exists, runs, and is not being deleted."""
+        if not self._started:
+            return False
+        try:
+            pod = self._read(self.cluster)
+        except SandboxError:
+            return False
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _exec_argv(
+        self, argv: list[str], stdin: bytes | None, deadline: float | None, limit: int
+    ) -> ExecOutcome:
+        cluster = self.cluster
+        try:
+            client = open_exec(
+                cluster.exec_api(), self._pod, cluster.namespace, CONTAINER, argv, stdin is not None
+            )
+        except Exception as exc:
+            raise self._exec_failure(exc) from exc
+        return run_exec(client, stdin, deadline, limit)
+
+    def _exec_failure(self, exc: BaseException) -> SandboxError:
+        """Why an exec could not start: the pod is gone or stopped, or the API said no."""
+        cluster = self.cluster
+        pod = self._read(cluster)
+        if pod is None:
+            return SandboxGoneError(f"pod {self._pod} no longer exists")
+        status = pod.get("status") or {}
+        if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            why = status.get("reason") or status.get("phase") or "terminating"
+            return SandboxGoneError(f"pod {self._pod} is not running ({why})")
+        return _explain_refusal(exc, cluster, "create pods/exec")
+
+    def _exit_code(self, outcome: ExecOutcome) -> int:
+        """The exit code from the error channel's ``Status``."""
+        status = outcome.status
+        if status is None:
+            if not self.is_alive():
+                raise SandboxGoneError(f"pod {self._pod} ended during the command")
+            raise BackendError(f"the exec in pod {self._pod} ended without an exit status")
+        if status.get("status") == "Success":
+            return 0
+        if status.get("reason") == "NonZeroExitCode":
+            for cause in (status.get("details") or {}).get("causes") or []:
+                if cause.get("reason") == "ExitCode":
+                    return int(cause.get("message", "1"))
+        raise BackendError(f"exec failed in pod {self._pod}: {status.get('message') or status}")
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command with ``cwd``, ``env``, stdin and a group-killing timeout."""
+        began = time.monotonic()
+        token = _shell.new_token()
+        command: str | tuple[str, ...] = request.command
+        if request.stdin is not None and not self._close_stdin:
+            command = bounded_stdin(_shell.shell_text(command), len(request.stdin))
+        argv = [
+            "env",
+            f"{_shell.TOKEN_VAR}={token}",
+            *(f"{name}={value}" for name, value in request.env.items()),
+            *_shell.wrapped_argv(command, request.cwd, token, self._shell),
+        ]
+        deadline = None if request.timeout is None else began + request.timeout
+        outcome = self._exec_argv(argv, request.stdin, deadline, request.max_output_bytes)
+        timed_out = not outcome.finished
+        if timed_out:
+            self._kill_group(token)
+            exit_code = TIMEOUT_EXIT_CODE
+        else:
+            exit_code = self._exit_code(outcome)
+        stderr = outcome.stderr.getvalue()
+        if exit_code == _shell.NO_CWD_EXIT and stderr.startswith(_shell.NO_CWD_MARKER.encode()):
+            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
+        return ExecResult(
+            command=request.display,
+            exit_code=exit_code,
+            stdout_bytes=outcome.stdout.getvalue(),
+            stderr_bytes=stderr,
+            duration=time.monotonic() - began,
+            timed_out=timed_out,
+            stdout_truncated=outcome.stdout.truncated,
+            stderr_truncated=outcome.stderr.truncated,
+        )
+
+    def _kill_group(self, token: str) -> None:
+        try:
+            self._exec_argv(_shell.kill_group_script(token), None, time.monotonic() + 30, 4096)
+        except SandboxError as exc:
+            logger.warning("could not kill a timed-out command in pod %s: %s", self._pod, exc)
+
+    # -- files -------------------------------------------------------------------------------
+
+    def _tar(self, argv: tuple[str, ...], stdin: bytes | None) -> ExecResult:
+        request = ExecRequest(
+            command=argv, cwd="/", stdin=stdin, timeout=_FILE_TIMEOUT, max_output_bytes=_UNLIMITED
+        )
+        result = self.exec(request)
+        if result.timed_out:
+            raise SandboxTimeoutError(f"moving files in pod {self._pod} took over an hour")
+        return result
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract at ``/`` with ``tar`` reading stdin, as ``kubectl cp`` does."""
+        result = self._tar(("tar", "-x", "-f", "-", "-C", "/"), data)
+        if result.exit_code != 0:
+            raise BackendError(f"tar could not extract in pod {self._pod}: {result.stderr.strip()}")
+
+    def get_archive(self, path: str) -> bytes:
+        """A tar of ``path`` from ``tar`` writing stdout, its top member the basename."""
+        script = (
+            'p=$1; if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit '
+            f"{_NO_SUCH_PATH_EXIT}; fi; "
+            'cd -- "$(dirname -- "$p")" && exec tar -c -f - -- "$(basename -- "$p")"'
+        )
+        result = self._tar(("/bin/sh", "-c", script, "sh", path), None)
+        if result.exit_code == _NO_SUCH_PATH_EXIT:
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+        if result.exit_code != 0:
+            raise BackendError(f"tar could not archive {path}: {result.stderr.strip()}")
+        return result.stdout_bytes
+
+    # -- reaping -----------------------------------------------------------------------------
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Delete this library's pods that ended, expired, or lost their owner process."""
+        opts = options if isinstance(options, KubernetesOptions) else KubernetesOptions()
+        cluster = connect(opts)
+        try:
+            listing = read_json(
+                call_with_retries(
+                    lambda: cluster.api.list_namespaced_pod(
+                        cluster.namespace,
+                        label_selector=MANAGED_SELECTOR,
+                        _preload_content=False,
+                        _request_timeout=opts.api_timeout,
+                    ),
+                    retryable,
+                    description="list pods",
+                )
+            )
+        except Exception as exc:
+            if isinstance(exc, ApiException) or unreachable(exc):
+                raise _explain_refusal(exc, cluster, "list pods") from exc
+            raise
+        reaped: list[ReapedSandbox] = []
+        for pod in listing.get("items") or []:
+            metadata = pod.get("metadata") or {}
+            if metadata.get("deletionTimestamp"):
+                continue  # already going
+            reason = why_reapable(ownership_view(metadata))
+            phase = (pod.get("status") or {}).get("phase")
+            # Pending is never debris by itself: its owner may be waiting for it to start.
+            if reason is None and phase in ("Succeeded", "Failed"):
+                detail = (pod.get("status") or {}).get("reason")
+                reason = f"ended ({phase}{', ' + detail if detail else ''})"
+            if reason is None:
+                continue
+            name = str(metadata.get("name"))
+            reaped.append(ReapedSandbox(cls.name, name, reason))
+            if dry_run:
+                continue
+            try:
+                cluster.api.delete_namespaced_pod(
+                    name,
+                    cluster.namespace,
+                    grace_period_seconds=0,
+                    _preload_content=False,
+                    _request_timeout=opts.api_timeout,
+                )
+                logger.info("reaped pod %s (%s)", name, reason)
+            except ApiException as exc:
+                if status_code(exc) != 404:
+                    raise _explain_refusal(exc, cluster, "delete pods") from exc
+        return reaped

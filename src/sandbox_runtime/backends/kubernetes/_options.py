@@ -1,0 +1,94 @@
+"""Options of the ``kubernetes`` backend (``SandboxConfig.options``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from sandbox_runtime._k8s_names import (
+    dns1123_label_problem,
+    dns1123_subdomain_problem,
+    label_key_problem,
+    label_value_problem,
+)
+from sandbox_runtime.config import BackendOptions
+
+__all__ = ["KubernetesOptions"]
+
+
+class KubernetesOptions(BackendOptions):
+    """Where the pods go and how they look; the cluster itself comes from a kubeconfig."""
+
+    kubeconfig: str | None = None
+    """Path of the kubeconfig file; default: ``KUBECONFIG``, then ``~/.kube/config``."""
+    context: str | None = None
+    """Kubeconfig context to use; default: its ``current-context``."""
+    in_cluster: bool = False
+    """Use the service account of the pod this client runs in (and no kubeconfig).
+
+    Without a kubeconfig file, the in-cluster account is also used when ``KUBERNETES_SERVICE_HOST``
+    is set, as ``kubectl`` does.
+    """
+    api_server: str | None = None
+    """API server URL overriding the kubeconfig's (e.g. the emulator's ``http://127.0.0.1:PORT``)."""
+    token: SecretStr | None = Field(default=None, repr=False)
+    """Bearer token overriding the kubeconfig's credentials; never printed."""
+    namespace: str | None = None
+    """Namespace of the pods; default: the kubeconfig context's namespace, else ``default``."""
+    service_account: str | None = None
+    """Service account the pods run as; default: the namespace's ``default``."""
+    automount_service_account_token: bool = False
+    """Mount an API token into the pod; off, so code in the sandbox cannot call the cluster."""
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """When the node pulls the image."""
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    """Names of registry secrets in the namespace, for private images."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node labels the pods must be scheduled on (``{"pool": "sandboxes"}``)."""
+    runtime_class_name: str | None = None
+    """RuntimeClass of the pods, e.g. ``gvisor`` or ``kata`` for a stronger sandbox."""
+    name_prefix: str = "sandbox-runtime-"
+    """Prefix of pod names; a random suffix of 16 characters follows."""
+    api_timeout: float = Field(default=30.0, gt=0)
+    """Seconds before one API request is abandoned."""
+    max_pool_size: int = Field(default=64, gt=0)
+    """HTTP connections kept to the API server; raise it for many parallel sandboxes."""
+
+    @field_validator("namespace", "service_account", "runtime_class_name")
+    @classmethod
+    def _check_dns_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = dns1123_subdomain_problem(value)
+            if problem:
+                raise ValueError(f"{value!r}: {problem}")
+        return value
+
+    @field_validator("name_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        if len(value) > 47:
+            raise ValueError("must be at most 47 characters (pod names are at most 63)")
+        probe = value + "0"
+        problem = dns1123_label_problem(probe)
+        if problem or not value[:1].isalpha():
+            raise ValueError(
+                f"{value!r} must be lowercase letters, digits and '-', starting with a letter"
+            )
+        return value
+
+    @field_validator("node_selector")
+    @classmethod
+    def _check_selector(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            problem = label_key_problem(key) or label_value_problem(label)
+            if problem:
+                raise ValueError(f"{key}={label}: {problem}")
+        return value
+
+    @field_validator("api_server")
+    @classmethod
+    def _check_server(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value.rstrip("/") if value else value

@@ -1,0 +1,368 @@
+"""The HTTP surface: routes, authentication, JSON bodies, and the exec upgrade.
+
+A stdlib ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive), which is
+what the synchronous ``kubernetes`` client needs: urllib3 for the REST calls and
+websocket-client for exec.  Served paths::
+
+    GET    /version /healthz /livez /readyz          (no credentials needed, as by default)
+    GET    /api  /apis  /api/v1                      discovery
+    GET    /api/v1/pods                              list across namespaces
+    GET    /api/v1/namespaces/{ns}/pods              list (labelSelector, fieldSelector, limit)
+    POST   /api/v1/namespaces/{ns}/pods              create
+    GET    /api/v1/namespaces/{ns}/pods/{name}[/status]
+    DELETE /api/v1/namespaces/{ns}/pods/{name}       (gracePeriodSeconds)
+    GET    /api/v1/namespaces/{ns}/pods/{name}/log
+    GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec  websocket upgrade
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import re
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ._docker import RuntimeProblem
+from ._exec import ExecSession, accept_headers, choose_protocol
+from ._pods import PodStore
+from ._status import ApiError, bad_request, method_not_allowed, unauthorized
+
+__all__ = ["EmulatorServer"]
+
+logger = logging.getLogger("sandbox_runtime.emulators.kubernetes")
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0+sandbox-runtime-emulator",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_PUBLIC = ("/version", "/healthz", "/livez", "/readyz")
+_POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(?:/(status|exec|log))?)?/?$")
+#: Request lines up to this long are read: the exec command travels in the query string, and
+#: the real server accepts ~1 MiB of request head where http.server stops at 64 KiB.
+_MAX_REQUEST_LINE = 1024 * 1024
+
+
+def _resource(name: str, kind: str, verbs: list[str], namespaced: bool = True) -> dict[str, Any]:
+    return {
+        "name": name,
+        "singularName": "",
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": verbs,
+    }
+
+
+_API_RESOURCES = {
+    "kind": "APIResourceList",
+    "groupVersion": "v1",
+    "resources": [
+        {
+            **_resource("pods", "Pod", ["create", "delete", "get", "list"]),
+            "shortNames": ["po"],
+            "singularName": "pod",
+        },
+        _resource("pods/exec", "PodExecOptions", ["create", "get"]),
+        _resource("pods/log", "Pod", ["get"]),
+        _resource("pods/status", "Pod", ["get"]),
+    ],
+}
+
+
+class EmulatorServer(ThreadingHTTPServer):
+    """The listening server; its handler reads ``store``, ``token`` and ``protocols`` from it."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        store: PodStore,
+        token: str | None,
+        protocols: tuple[str, ...],
+    ) -> None:
+        super().__init__(address, _Handler)
+        self.store = store
+        self.token = token
+        self.protocols = protocols
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log instead of printing; a client that hangs up mid-request is routine."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            logger.debug("client %s went away: %s", client_address, error)
+        else:
+            logger.exception("error serving %s", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EmulatorServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s - %s", self.address_string(), format % args)
+
+    def handle_one_request(self) -> None:
+        """The stdlib's, with a longer request line allowed (exec commands are query params)."""
+        try:
+            self.raw_requestline = self.rfile.readline(_MAX_REQUEST_LINE + 1)
+            if len(self.raw_requestline) > _MAX_REQUEST_LINE:
+                self.send_error(414)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            self._dispatch()
+            self.wfile.flush()
+        except TimeoutError:
+            self.close_connection = True
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _reply(self, code: int, body: Any, content_type: str = "application/json") -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise bad_request(f"the body of the request was in an unknown format: {exc}") from exc
+
+    def _authorized(self) -> bool:
+        expected = self.server.token
+        if expected is None:
+            return True
+        header = self.headers.get("Authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(presented.strip().encode(), expected.encode())
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query, keep_blank_values=True)
+        try:
+            if url.path.rstrip("/") not in _PUBLIC and not self._authorized():
+                raise unauthorized()
+            self._route(self.command, url.path, query)
+        except ApiError as error:
+            if error.code >= 500:
+                logger.warning("%s %s: %s", self.command, url.path, error.message)
+            # A body the handler did not read would be taken for the next request.
+            self.close_connection = self.close_connection or self.command in ("POST", "PUT")
+            self._reply(error.code, error.body())
+
+    def do_GET(self) -> None:
+        """Every verb goes through one dispatcher."""
+        self._dispatch()
+
+    do_POST = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_GET
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]]) -> None:
+        store = self.server.store
+        trimmed = path.rstrip("/") or "/"
+        if trimmed == "/version":
+            self._reply(200, SERVER_VERSION)
+            return
+        if trimmed in _PUBLIC:
+            self._reply(200, b"ok", "text/plain")
+            return
+        if trimmed == "/api":
+            self._reply(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {
+                            "clientCIDR": "0.0.0.0/0",
+                            "serverAddress": f"127.0.0.1:{self.server.server_port}",
+                        }
+                    ],
+                },
+            )
+            return
+        if trimmed == "/apis":
+            self._reply(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            return
+        if trimmed == "/api/v1":
+            self._reply(200, _API_RESOURCES)
+            return
+        if trimmed == "/api/v1/pods":
+            self._require(method, "GET")
+            self._list(None, query)
+            return
+        match = _POD_PATH.match(path)
+        if match is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        namespace, name, sub = match.groups()
+        if name is None:
+            if method == "POST":
+                self._reply(201, store.create(namespace, self._body() or {}))
+            else:
+                self._require(method, "GET")
+                self._list(namespace, query)
+        elif sub is None:
+            if method == "DELETE":
+                self._reply(200, store.delete(namespace, name, self._grace(query)))
+            else:
+                self._require(method, "GET")
+                self._reply(200, store.get(namespace, name))
+        elif sub == "status":
+            self._require(method, "GET")
+            self._reply(200, store.get(namespace, name))
+        elif sub == "log":
+            self._require(method, "GET")
+            self._log(namespace, name)
+        else:
+            self._require(method, "GET", "POST")
+            self._exec(namespace, name, query)
+
+    @staticmethod
+    def _require(method: str, *allowed: str) -> None:
+        if method not in allowed and not (method == "HEAD" and "GET" in allowed):
+            raise method_not_allowed()
+
+    def _grace(self, query: dict[str, list[str]]) -> int | None:
+        body = self._body() or {}
+        value = body.get("gracePeriodSeconds") if isinstance(body, dict) else None
+        if value is None and query.get("gracePeriodSeconds"):
+            value = query["gracePeriodSeconds"][0]
+        try:
+            return None if value is None else int(value)
+        except ValueError as exc:
+            raise bad_request(f"invalid gracePeriodSeconds {value!r}") from exc
+
+    def _list(self, namespace: str | None, query: dict[str, list[str]]) -> None:
+        if query.get("watch", ["false"])[0].lower() in ("true", "1"):
+            raise bad_request("watch is not supported by the sandbox-runtime emulator")
+        store = self.server.store
+        items = store.list_pods(
+            namespace,
+            query.get("labelSelector", [""])[0],
+            query.get("fieldSelector", [""])[0],
+        )
+        metadata: dict[str, Any] = {"resourceVersion": store.resource_version}
+        start = _decode_continue(query.get("continue", [""])[0])
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        items = items[start:]
+        if limit > 0 and len(items) > limit:
+            items = items[:limit]
+            token = json.dumps({"offset": start + limit}).encode()
+            metadata["continue"] = base64.urlsafe_b64encode(token).decode()
+            metadata["remainingItemCount"] = len(store.list_pods(namespace)) - start - limit
+        for item in items:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+        self._reply(
+            200, {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
+        )
+
+    def _log(self, namespace: str, name: str) -> None:
+        record = self.server.store.record(namespace, name)
+        if record.container_id is None:
+            raise bad_request(
+                f'container "{record.obj["spec"]["containers"][0]["name"]}" in pod "{name}" is '
+                "waiting to start: ContainerCreating"
+            )
+        logs = self.server.store.runtime.api.logs(record.container_id, stdout=True, stderr=True)
+        self._reply(200, bytes(logs), "text/plain")
+
+    # -- exec ----------------------------------------------------------------------------------
+
+    def _exec(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        store = self.server.store
+        record = store.record(namespace, name)
+        pod = store.get(namespace, name)
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        container = query.get("container", [""])[0] or containers[0]
+        if container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        argv = query.get("command", [])
+        if not argv:
+            raise bad_request("you must specify at least 1 command")
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            raise bad_request("Upgrade request required")
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        try:
+            if len(base64.b64decode(key, validate=True)) != 16:
+                raise ValueError
+        except (ValueError, binascii.Error) as exc:
+            raise bad_request("invalid Sec-WebSocket-Key") from exc
+        offered = [
+            part.strip()
+            for header in self.headers.get_all("Sec-WebSocket-Protocol") or []
+            for part in header.split(",")
+            if part.strip()
+        ]
+        protocol = choose_protocol(offered, self.server.protocols)
+        if protocol is None:
+            raise bad_request(
+                f"requested protocol(s) are not supported: {offered}; supports "
+                f"{list(self.server.protocols)}"
+            )
+
+        def flag(name: str) -> bool:
+            return query.get(name, ["false"])[0].lower() in ("true", "1")
+
+        running = pod["status"].get("phase") == "Running" and record.container_id is not None
+        if not running:
+            raise bad_request(f'unable to upgrade connection: container not found ("{container}")')
+        assert record.container_id is not None
+        try:
+            exec_id = store.runtime.exec_create(
+                record.container_id, argv, stdin=flag("stdin"), tty=flag("tty")
+            )
+        except RuntimeProblem as exc:
+            raise bad_request(f"unable to upgrade connection: {exc}") from exc
+        self.send_response(101, "Switching Protocols")
+        for header, value in accept_headers(key, protocol):
+            self.send_header(header, value)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        ExecSession(
+            self.connection,
+            self.rfile,
+            protocol,
+            store.runtime,
+            exec_id,
+            argv,
+            stdin=flag("stdin"),
+            tty=flag("tty"),
+        ).run()
+
+
+def _decode_continue(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise ApiError(410, "Expired", "the provided continue parameter is too old") from exc

@@ -1,0 +1,162 @@
+"""Running the Kubernetes emulator: in this process on a background thread.
+
+::
+
+    with KubernetesEmulator() as emulator:
+        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
+        config = SandboxConfig(backend="kubernetes", image="python:3.12-slim",
+                               options={"kubeconfig": str(kubeconfig)})
+
+It binds 127.0.0.1 only and speaks plain HTTP; nothing here is meant to be reachable from
+elsewhere.  Requests need ``Authorization: Bearer <token>`` (a random token unless one is
+given, or none at all with ``auth=False``).  Pods run as Docker containers on the engine
+that ``DOCKER_HOST`` (or ``docker_host``) names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import SecretStr
+
+from ._docker import DockerRuntime
+from ._exec import CHANNEL_PROTOCOLS
+from ._http import EmulatorServer
+from ._pods import PodStore
+
+__all__ = ["KubernetesEmulator"]
+
+logger = logging.getLogger("sandbox_runtime.emulators.kubernetes")
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class KubernetesEmulator:
+    """A Kubernetes API server subset on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        auth: bool = True,
+        docker_host: str | None = None,
+        node_name: str = "sandbox-runtime-emulator",
+        channel_protocols: tuple[str, ...] = CHANNEL_PROTOCOLS,
+    ) -> None:
+        if host not in _LOOPBACK:
+            raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
+        self.host = host
+        self.port = port
+        self._token = (token or secrets.token_urlsafe(24)) if auth else None
+        self._docker_host = docker_host
+        self._node_name = node_name
+        self._protocols = tuple(channel_protocols)
+        self._server: EmulatorServer | None = None
+        self._thread: threading.Thread | None = None
+        self.store: PodStore | None = None
+
+    def __repr__(self) -> str:
+        return f"KubernetesEmulator(url={self.url!r}, auth={self._token is not None})"
+
+    @property
+    def url(self) -> str:
+        """Base URL of the API server (what a kubeconfig's ``cluster.server`` holds)."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def token(self) -> SecretStr | None:
+        """The bearer token requests must carry; ``None`` when authentication is off."""
+        return None if self._token is None else SecretStr(self._token)
+
+    def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
+        """A kubeconfig (as a dict) with one context pointing at this emulator."""
+        user: dict[str, Any] = {} if self._token is None else {"token": self._token}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulator", "user": user}],
+            "contexts": [
+                {
+                    "name": "emulator",
+                    "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace},
+                }
+            ],
+            "current-context": "emulator",
+        }
+
+    def write_kubeconfig(self, path: str | os.PathLike[str], namespace: str = "default") -> Path:
+        """Write :meth:`kubeconfig` to ``path`` (JSON, which is YAML too), readable only by us."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(self.kubeconfig(namespace), handle, indent=2)
+        return target
+
+    def backend_options(self, **overrides: Any) -> dict[str, Any]:
+        """Options of the ``kubernetes`` backend pointing straight at this emulator."""
+        options: dict[str, Any] = {"api_server": self.url}
+        if self._token is not None:
+            options["token"] = SecretStr(self._token)
+        options.update(overrides)
+        return options
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> KubernetesEmulator:
+        """Bind the port and serve on a background thread; returns once requests are served."""
+        if self._server is not None:
+            return self
+        runtime = DockerRuntime(self._docker_host)
+        runtime.ping()
+        self.store = PodStore(runtime, self._node_name)
+        self._server = EmulatorServer(
+            (self.host, self.port), self.store, self._token, self._protocols
+        )
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="k8s-emulator", daemon=True
+        )
+        self._thread.start()
+        logger.info("Kubernetes emulator serving on %s", self.url)
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until :meth:`close` is called from another one."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+
+    def close(self) -> None:
+        """Stop serving and remove every pod's container; idempotent."""
+        server, thread, store = self._server, self._thread, self.store
+        if server is None:
+            return
+        self._server = None
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=30)
+        if store is not None:
+            store.close()
+
+    def __enter__(self) -> KubernetesEmulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
