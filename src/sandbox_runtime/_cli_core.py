@@ -102,9 +102,15 @@ def _reap(args: argparse.Namespace) -> int:
     else:
         verb = "would remove" if args.dry_run else "removed"
         for row in report:
-            print(f"{verb} {row['backend']} {row['id'][:24]} ({row['reason']})")
+            print(f"{verb} {row['backend']} {_short_id(row['id'])} ({row['reason']})")
         print(f"{len(report)} sandbox(es) {verb}")
     return 1 if failed else 0
+
+
+def _short_id(sandbox_id: str) -> str:
+    """Docker's 64-hex ids shortened as ``docker ps`` does; names (pods, instances) whole."""
+    is_hex = len(sandbox_id) == 64 and all(c in "0123456789abcdef" for c in sandbox_id)
+    return sandbox_id[:12] if is_hex else sandbox_id
 
 
 def _exec(args: argparse.Namespace) -> int:

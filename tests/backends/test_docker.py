@@ -181,7 +181,7 @@ def test_reap_removes_sandboxes_of_a_killed_client_and_nothing_else(
             assert _exists(engine, orphan)
             assert cli_main(["reap", "--backend", "docker"]) == 0
             output = capsys.readouterr().out
-            assert f"removed docker {orphan[:24]}" in output
+            assert f"removed docker {orphan[:12]} " in output
             assert "owner process" in output
             assert _wait_gone(engine, orphan, within=10)
             assert _exists(engine, foreign), "reap touched a container it did not create"

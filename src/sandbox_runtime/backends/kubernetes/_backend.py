@@ -272,7 +272,8 @@ class KubernetesBackend(Backend):
 
     def _wait_running(self, cluster: Cluster, deadline: float) -> None:
         """Poll until the pod runs; fail at once on a waiting reason that will not clear."""
-        delay, last = 0.1, "not scheduled yet"
+        # Short polls at first: a pod of a cached image runs within a few hundred ms.
+        delay, last = 0.05, "not scheduled yet"
         while True:
             pod = self._read(cluster)
             if pod is None:
@@ -308,7 +309,7 @@ class KubernetesBackend(Backend):
                     f"{self.config.start_timeout:.0f}s (last: {last})"
                 )
             time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+            delay = min(delay * 1.25, 1.0)
 
     def _prepare(self, deadline: float) -> None:
         """Create the workdir and learn the shell and the exec protocol, in one exec."""
