@@ -45,7 +45,7 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench' 2>/dev/null; then
+if ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto' 2>/dev/null; then
   log "installing sandbox-runtime[all,test]"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
 fi
@@ -54,11 +54,17 @@ fi
 log "test image"
 bash tests/images/build-base-image.sh
 
-# 5. The tests: the whole suite in parallel, then the e2b-protocol tests again under the
-#    oldest e2b release the ags backend supports (the suite itself runs the newest).
+# 5. The tests: the whole suite in parallel, then the tests of the two pinned SDKs again
+#    under the oldest release each pin allows (the suite itself runs the newest).
 log "pytest"
 .venv/bin/python -m pytest -n 2 -p xdist "$@"
 if [ "$#" -eq 0 ]; then
+  export PYTHON="$root/.venv/bin/python"
   log "e2b protocol tests with the oldest supported e2b"
-  PYTHON="$root/.venv/bin/python" bash tests/ags/run_with_e2b_version.sh 2.15.2 -q -n 2 -p xdist
+  bash tests/run_with_version.sh e2b 2.15.2 -m e2b_sdk tests/ags tests/conformance/test_ags.py \
+    -q -n 2 -p xdist
+  log "kubernetes tests with the oldest supported kubernetes client"
+  bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
+    tests/backends/test_kubernetes_emulator.py tests/conformance/test_kubernetes.py \
+    -q -n 2 -p xdist
 fi
