@@ -1,7 +1,8 @@
 """The unmodified e2b SDK against the emulator: E2B REST control plane and envd data plane.
 
 Only the SDK's public API is used, so these tests run under any e2b 2.x release
-(``tests/run_with_version.sh e2b VERSION -m e2b_sdk tests/ags``), including those outside the backend's pin.
+(``tests/run_with_version.sh e2b VERSION -m e2b_sdk tests/ags``), including those outside
+the backend's pin.
 """
 
 from __future__ import annotations

@@ -154,3 +154,17 @@ def test_smoke_run_of_one_entry(
     document = json.loads(report.read_text())
     assert (document["task_id"], document["reward"]) == ("versionkit__cda850795019", reward)
     assert "r2e_tests/test_1.py" in document["tests"]["stdout"]
+
+
+@pytest.mark.docker
+def test_on_the_kubernetes_engine(k8s_emulator: Any, docker_image: str) -> None:
+    options = {
+        "ds": _entry("pricing"),
+        "engine": "kubernetes",
+        "engine_options": k8s_emulator.backend_options(),
+        "base_image": docker_image,
+    }
+    with SandboxRuntime(backend="repoenv", options=options) as sandbox:
+        assert sandbox.backend.sandbox_id.startswith("sandbox-runtime-")  # a pod name
+        assert sandbox.exec("test -x ../root/run_tests.sh && test ! -e run_tests.sh").ok
+        assert sandbox.exec("git status --porcelain", check=True).stdout == ""

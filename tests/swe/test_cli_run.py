@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,6 +103,28 @@ def test_bundled_tasks_on_docker(
     tmp_path: Path, sample_images: list[str], agent: str, expected: float
 ) -> None:
     _check_run(tmp_path, "docker", agent, expected)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
+def test_bundled_tasks_on_kubernetes(
+    tmp_path: Path,
+    sample_images: list[str],
+    k8s_emulator: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+    expected: float,
+) -> None:
+    """The same rewards with one pod per task, through the Kubernetes API emulator."""
+    kubeconfig = k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    _check_run(tmp_path, "kubernetes", agent, expected)
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))  # type: ignore[no-untyped-call]
+    selector = "sandbox-runtime.io/managed=true"
+    assert api.list_namespaced_pod("default", label_selector=selector).items == []
 
 
 def test_smoke_mode_writes_graph_planner_report(tmp_path: Path) -> None:

@@ -30,14 +30,17 @@ logger = logging.getLogger("sandbox_runtime.swe")
 DEFAULT_BASE_IMAGE = "sandbox-runtime-test/base:bookworm"
 _DIGEST_LABEL = "sandbox-runtime.sample-digest"
 _build_lock = threading.Lock()
+#: Backends whose sandboxes run images of this machine's Docker engine.
+_BUILT_BY_DOCKER = frozenset({"docker", "kubernetes"})
 
 
 def resolve_image(task: Task, backend: str, *, base_image: str | None = None) -> str | None:
     """The ``image`` to open ``task``'s sandbox with on ``backend``.
 
-    Samples: their template directory on ``local``, their built image on ``docker``
-    (built now if missing or stale).  Other tasks keep the row's image; on ``local`` it must
-    be a directory.
+    Samples: their template directory on ``local``, their image built by the local Docker
+    engine on ``docker`` and ``kubernetes`` (now, if missing or stale; a real cluster's nodes
+    must then be able to pull it, e.g. a one-node cluster on this engine, or the emulator).
+    Other tasks keep the row's image; on ``local`` it must be a directory.
     """
     image = task.image
     if backend == "local":
@@ -50,7 +53,7 @@ def resolve_image(task: Task, backend: str, *, base_image: str | None = None) ->
                 f"{image!r} is a container image; use --backend docker"
             )
         return image
-    if backend == "docker" and is_sample_image(image):
+    if backend in _BUILT_BY_DOCKER and is_sample_image(image):
         assert image is not None
         return build_sample_image(image.split("/", 1)[1].split(":", 1)[0], base=base_image)
     return image

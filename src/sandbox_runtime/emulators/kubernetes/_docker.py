@@ -65,6 +65,9 @@ class DockerRuntime:
         if docker_host:
             kwargs["base_url"] = docker_host
         self.api = docker.APIClient(version="auto", timeout=120, max_pool_size=128, **kwargs)
+        # No proxy lookup per request: it iterates os.environ, which is not thread-safe while
+        # another thread changes the environment (this server's threads run beside callers).
+        self.api.trust_env = False
 
     def ping(self) -> None:
         """Raise if the engine is unreachable."""
