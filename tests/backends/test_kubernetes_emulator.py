@@ -188,3 +188,49 @@ def test_wrong_token_is_401_unauthorized(k8s_emulator: Any) -> None:
     assert "not-the-token" not in str(refused.value)
     # /version stays public, as on a default cluster.
     assert client.VersionApi(client.ApiClient(configuration)).get_code().major == "1"
+
+
+_CLOSE_AND_EXIT = """
+import sys, time
+from kubernetes import client, config
+from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+
+image, path = sys.argv[1], sys.argv[2]
+with KubernetesEmulator() as emulator:
+    core = client.CoreV1Api(config.new_client_from_config(str(emulator.write_kubeconfig(path))))
+    for index in range(3):
+        core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"leak-{index}"},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": image, "command": ["sleep", "120"]}]},
+        })
+    while core.read_namespaced_pod("leak-0", "default").status.phase != "Running":
+        time.sleep(0.05)
+    core.delete_namespaced_pod("leak-0", "default", grace_period_seconds=0)
+    core.delete_namespaced_pod("leak-1", "default", grace_period_seconds=0)
+    print(emulator.store.runtime.api.version()["Version"], flush=True)
+# The interpreter exits right away: daemon threads still removing containers would die here.
+"""
+
+
+def test_an_emulator_process_leaves_no_container_behind(docker_image: str, tmp_path: Any) -> None:
+    """Deletions in flight and pods still starting are finished by close(), before exit."""
+    import subprocess
+    import sys
+
+    import docker
+
+    done = subprocess.run(
+        [sys.executable, "-c", _CLOSE_AND_EXIT, docker_image, str(tmp_path / "kubeconfig")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    api = docker.APIClient(version="auto")
+    try:
+        left = api.containers(all=True, filters={"name": "k8s-emu_default_leak-"})
+    finally:
+        api.close()
+    assert [c["Names"] for c in left] == []

@@ -64,6 +64,10 @@ class PodStore:
         self._pods: dict[tuple[str, str], PodRecord] = {}
         self._version = 0
         self._closed = threading.Event()
+        # Pod threads, container removals and graceful stops still under way; close() waits
+        # for them, or a process exiting right after close() would kill them half-way and
+        # leave containers behind.
+        self._workers: set[threading.Thread] = set()
         self._deadlines = threading.Thread(
             target=self._deadline_loop, name="k8s-emulator-deadlines", daemon=True
         )
@@ -106,9 +110,7 @@ class PodStore:
             record = PodRecord(pod)
             self._pods[(namespace, name)] = record
             answer = copy.deepcopy(pod)
-        threading.Thread(
-            target=self._run_pod, args=(record,), name=f"k8s-pod-{name}", daemon=True
-        ).start()
+        self._in_background(self._run_pod, record)
         return answer
 
     def record(self, namespace: str, name: str) -> PodRecord:
@@ -165,9 +167,7 @@ class PodStore:
                 self._forget(record)
                 return answer
             container_id = record.container_id
-        threading.Thread(
-            target=self._terminate, args=(record, container_id, grace), daemon=True
-        ).start()
+        self._in_background(self._terminate, record, container_id, grace)
         return answer
 
     def _forget(self, record: PodRecord) -> None:
@@ -175,9 +175,22 @@ class PodStore:
         self._pods.pop(record.key, None)
         record.gone = True
         if record.container_id is not None:
-            threading.Thread(
-                target=self.runtime.remove, args=(record.container_id,), daemon=True
-            ).start()
+            self._in_background(self.runtime.remove, record.container_id)
+
+    def _in_background(self, target: Any, *args: Any) -> None:
+        """Run ``target`` on its own thread, remembered until it ends (see ``close``)."""
+
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                with self._lock:
+                    self._workers.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"k8s-emulator-{target.__name__}", daemon=True)
+        with self._lock:
+            self._workers.add(thread)
+        thread.start()
 
     def _terminate(self, record: PodRecord, container_id: str | None, grace: int) -> None:
         if container_id is not None:
@@ -197,6 +210,10 @@ class PodStore:
         for record in records:
             if record.container_id is not None:
                 self.runtime.remove(record.container_id)
+        with self._lock:
+            pending = list(self._workers)
+        for thread in pending:
+            thread.join(timeout=60)
 
     # -- the node ------------------------------------------------------------------------------
 
@@ -325,6 +342,9 @@ class PodStore:
             podIPs=[{"ip": address}] if address else [],
             conditions=self._conditions(True),
         ):
+            # Deleted while its container was starting: the removal that delete sent may have
+            # lost the race with the start (Docker refuses to remove a container mid-start).
+            self.runtime.remove(created)
             return
         exit_code = self.runtime.wait(created)
         self._exited(record, exit_code, began, image_id)
