@@ -88,9 +88,11 @@ def load_backend(name: str) -> type[Backend]:
         try:
             loaded = entry_point.load()
         except ImportError as exc:
+            hint = _install_hint(name)
+            # Our backends' import errors already name the extra; a third party's may not.
+            advice = "" if hint in str(exc) else f"; install its dependencies with: {hint}"
             raise BackendUnavailableError(
-                f"the {name!r} backend cannot be imported ({exc}); install its dependencies "
-                f"with: {_install_hint(name)}"
+                f"the {name!r} backend cannot be imported ({exc}){advice}"
             ) from exc
         backend_cls = _check_backend_class(name, loaded)
     with _cache_lock:

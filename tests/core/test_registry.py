@@ -45,6 +45,37 @@ def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPat
         load_backend("ags")
 
 
+class _BrokenEntryPoint:
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def load(self) -> object:
+        raise ImportError(self.message)
+
+
+@pytest.mark.parametrize(
+    "import_error",
+    [
+        "No module named 'docker'",
+        "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'",
+    ],
+)
+def test_backend_whose_dependencies_are_missing_names_its_extra_once(
+    monkeypatch: pytest.MonkeyPatch, import_error: str
+) -> None:
+    from sandbox_runtime import BackendUnavailableError, registry
+
+    monkeypatch.setattr(
+        registry, "_entry_points", lambda: {"docker": _BrokenEntryPoint(import_error)}
+    )
+    monkeypatch.setattr(registry, "_cache", {})
+    with pytest.raises(BackendUnavailableError) as info:
+        load_backend("docker")
+    message = str(info.value)
+    assert import_error in message
+    assert message.count("pip install 'sandbox-runtime[docker]'") == 1
+
+
 def test_dotted_path_loads_a_backend_class() -> None:
     assert load_backend("sandbox_runtime.backends.local:LocalBackend") is LocalBackend
     with pytest.raises(BackendNotFoundError, match="no 'Nope'"):
