@@ -122,6 +122,21 @@ def test_network_off_needs_namespaces(tmp_path: Path) -> None:
         SandboxRuntime(_config(tmp_path, options={"network": False})).start()
 
 
+def test_resources_are_said_to_be_unenforced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = SandboxConfig(
+        backend="local",
+        resources={"cpus": 2, "memory": "1g"},
+        options={"base_dir": tmp_path},
+    )
+    with SandboxRuntime(config) as sandbox:
+        assert sandbox.exec("true").ok
+    [record] = [r for r in caplog.records if r.name == "sandbox_runtime.local"]
+    assert record.levelname == "WARNING"
+    assert "cpus=2.0, memory=1073741824 are not enforced" in record.getMessage()
+
+
 def test_namespace_isolation(tmp_path: Path) -> None:
     require(bwrap_problem())
     config = _config(

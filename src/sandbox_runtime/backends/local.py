@@ -249,6 +249,13 @@ class LocalBackend(Backend):
             problem = _Bubblewrap.problem(self._opts.bwrap_path)
             if problem:
                 raise BackendUnavailableError(f"local backend, namespace isolation: {problem}")
+        limits = self.config.resources.model_dump(exclude_none=True)
+        if limits:
+            # Said, not silently dropped: a run sized for docker should know it got no limits.
+            logger.warning(
+                "local backend: resources %s are not enforced (use docker or kubernetes)",
+                ", ".join(f"{key}={value}" for key, value in sorted(limits.items())),
+            )
         template = self._template()
         try:
             self._base.mkdir(parents=True, exist_ok=True, mode=0o700)
