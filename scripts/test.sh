@@ -45,16 +45,30 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto' 2>/dev/null; then
+# Reinstalled when pyproject.toml changed since the last install (entry points and extras live
+# in the installed metadata), or when something the tests import is missing.
+stamp=".venv/.pyproject.sha256"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum pyproject.toml | cut -d' ' -f1)" ] \
+  || ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, importlinter' 2>/dev/null; then
   log "installing sandbox-runtime[all,test]"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
+  sha256sum pyproject.toml | cut -d' ' -f1 >"$stamp"
 fi
 
 # 4. The Docker test image (cached as a rootfs tarball under ~/.cache/sandbox-runtime).
 log "test image"
 bash tests/images/build-base-image.sh
 
-# 5. The tests: the whole suite in parallel, then the tests of the two pinned SDKs again
+# 5. Static checks: lint, format, strict types, and the layer map (import-linter contracts).
+if [ "$#" -eq 0 ]; then
+  log "ruff, mypy, lint-imports"
+  .venv/bin/ruff check src tests benchmarks examples
+  .venv/bin/ruff format --check src tests benchmarks examples
+  .venv/bin/mypy
+  .venv/bin/lint-imports
+fi
+
+# 6. The tests: the whole suite in parallel, then the tests of the two pinned SDKs again
 #    under the oldest release each pin allows (the suite itself runs the newest).
 log "pytest"
 .venv/bin/python -m pytest -n 2 -p xdist "$@"

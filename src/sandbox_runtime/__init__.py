@@ -12,7 +12,7 @@ The public API is what this module exports; everything in ``_``-prefixed modules
 """
 
 from sandbox_runtime.aio import AsyncSandboxRuntime
-from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import Availability, Backend, Capability, ExecRequest, ReapedSandbox
 from sandbox_runtime.config import BackendOptions, Resources, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -45,6 +45,7 @@ __all__ = [
     "BackendNotFoundError",
     "BackendOptions",
     "BackendUnavailableError",
+    "Capability",
     "CommandFailedError",
     "ConfigError",
     "ExecRequest",

@@ -13,6 +13,7 @@ package adds one by declaring an entry point, nothing else.
 from __future__ import annotations
 
 import abc
+import enum
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -21,7 +22,32 @@ from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import SandboxIsADirectoryError
 from sandbox_runtime.results import ExecResult
 
-__all__ = ["Availability", "Backend", "ExecRequest", "ReapedSandbox"]
+__all__ = ["Availability", "Backend", "Capability", "ExecRequest", "ReapedSandbox"]
+
+
+class Capability(str, enum.Enum):
+    """Something a backend can do beyond the primitives, which callers ask for by name.
+
+    Layers above the core (the SWE runner, image resolution) ask a backend what it can do
+    instead of branching on backend names, so a third-party backend that declares the same
+    capabilities gets the same treatment as a built-in one.
+    """
+
+    HOST_MOUNTS = "host_mounts"
+    """``SandboxConfig.mounts`` (host paths bound into the sandbox) are honoured."""
+    ENGINE_IMAGES = "engine_images"
+    """Sandboxes run images of this machine's container engine, so an image built or loaded
+    locally (the bundled samples) is usable without a registry."""
+    DIRECTORY_IMAGES = "directory_images"
+    """``image`` is a host directory whose tree becomes the sandbox's ``/`` (no containers)."""
+    SHARED_HOST_FILESYSTEM = "shared_host_filesystem"
+    """Commands can see the host's filesystem (no container boundary)."""
+    STREAMING = "streaming"
+    """Output can be delivered while a command runs."""
+    SNAPSHOT = "snapshot"
+    """A running sandbox can be saved and started again from what it holds."""
+    RECONNECT = "reconnect"
+    """A sandbox can be found again by id from another client (``connect``, listing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +110,8 @@ class Backend(abc.ABC):
     options_model: ClassVar[type[BackendOptions]] = BackendOptions
     #: The ``sandbox-runtime[...]`` extra that installs this backend's dependencies.
     extra: ClassVar[str | None] = None
+    #: What this backend can do beyond the primitives (see :class:`Capability`).
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
 
     def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
         self.config = config
@@ -98,6 +126,15 @@ class Backend(abc.ABC):
         (``config.model_fields_set`` tells which fields were given).
         """
         return config
+
+    @classmethod
+    def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
+        """The capabilities of sandboxes opened with ``options``.
+
+        The default is the class's :attr:`capabilities`; a backend whose abilities depend on
+        its options (``repoenv`` runs on an engine of the user's choice) overrides this.
+        """
+        return cls.capabilities
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:

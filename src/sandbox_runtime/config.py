@@ -129,6 +129,9 @@ class SandboxConfig(BaseModel):
     """Seconds after which the sandbox ends itself even if this client dies (its TTL)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels or tags on the sandbox, for your own bookkeeping."""
+    mounts: dict[str, str] = Field(default_factory=dict)
+    """Host paths bound into the sandbox, ``{host_path: sandbox_path}``; only backends with
+    the ``host_mounts`` capability accept them (others refuse the config)."""
     max_output_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """Per-stream output cap; beyond it the head and tail are kept around a marker."""
     run_id: str | None = None
@@ -140,6 +143,11 @@ class SandboxConfig(BaseModel):
     @classmethod
     def _check_workdir(cls, value: str) -> str:
         return _is_absolute_posix(value)
+
+    @field_validator("mounts")
+    @classmethod
+    def _check_mounts(cls, value: dict[str, str]) -> dict[str, str]:
+        return {host: _is_absolute_posix(inside) for host, inside in value.items()}
 
     @field_validator("env")
     @classmethod

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
 from sandbox_runtime import _archive
-from sandbox_runtime.backend import Backend, ExecRequest
+from sandbox_runtime.backend import Backend, Capability, ExecRequest
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     ConfigError,
@@ -96,6 +96,11 @@ class SandboxRuntime:
         options = validate_options(config, backend_cls)
         # The validated model replaces the raw dict: its repr masks secrets and long fields.
         config = backend_cls.configure(config, options).model_copy(update={"options": options})
+        if config.mounts and Capability.HOST_MOUNTS not in backend_cls.capabilities_for(options):
+            raise ConfigError(
+                f"the {backend_cls.name or config.backend!r} backend cannot bind host paths "
+                "(mounts); use a backend with the host_mounts capability, such as docker"
+            )
         self._config = config
         self._backend: Backend = backend_cls(config, options)
         self._state = _State.NEW

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sandbox_runtime import SandboxRuntime, SandboxStartError
-from sandbox_runtime.ags.control import AgsApiError
+from sandbox_runtime.backends.ags.cloud import AgsApiError
 from sandbox_runtime.emulators.ags._faults import FaultKind
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from sandbox_runtime import SandboxRuntime, ownership
-from sandbox_runtime.ags.control import AgsCloudClient
+from sandbox_runtime.backends.ags.cloud import AgsCloudClient
 from sandbox_runtime.cli import main as cli_main
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import client_for

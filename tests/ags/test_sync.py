@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime.ags.control import AgsCloudClient
-from sandbox_runtime.ags.mapping import ToolMapping
 from sandbox_runtime.ags.sync import (
     IMAGE_TAG,
     ToolSync,
@@ -21,6 +19,8 @@ from sandbox_runtime.ags.sync import (
     tool_name_for,
 )
 from sandbox_runtime.ags.tools import ToolSpec, create_tool
+from sandbox_runtime.backends.ags.cloud import AgsCloudClient
+from sandbox_runtime.backends.ags.mapping import ToolMapping
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE, client_for
 

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox_runtime.ags import instances, tools
-from sandbox_runtime.ags.control import AgsApiError, AgsCloudClient
 from sandbox_runtime.ags.settings import AgsConnection
 from sandbox_runtime.ags.tools import EnvdInImage, ToolSpec
+from sandbox_runtime.backends.ags.cloud import AgsApiError, AgsCloudClient
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 from sandbox_runtime.errors import ConfigError
 

@@ -12,9 +12,13 @@ import time
 import uuid
 from collections.abc import Mapping
 
+from sandbox_runtime.backends.ags.cloud import (
+    AgsApiError,
+    AgsCloudClient,
+    InstanceInfo,
+    InstanceToken,
+)
 from sandbox_runtime.errors import SandboxStartError, SandboxTimeoutError
-
-from .control import AgsApiError, AgsCloudClient, InstanceInfo, InstanceToken
 
 __all__ = ["acquire_token", "list_instances", "start_instance", "stop_instance"]
 

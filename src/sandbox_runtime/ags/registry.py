@@ -26,10 +26,9 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from sandbox_runtime.backends.ags.cloud import redact
 from sandbox_runtime.errors import BackendError, BackendUnavailableError, ConfigError
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
-
-from .control import redact
 
 __all__ = [
     "PushItem",

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from sandbox_runtime.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .control import AgsCloudClient, CloudApiClient
+    from sandbox_runtime.backends.ags.cloud import AgsCloudClient, CloudApiClient
+
     from .tcr import TcrCloudClient
 
     _C = TypeVar("_C", bound=CloudApiClient)
@@ -95,7 +96,7 @@ class AgsConnection(BaseModel):
 
     def ags_client(self) -> AgsCloudClient:
         """A client of the AGS Cloud API."""
-        from .control import INTERNAL_ENDPOINT, AgsCloudClient
+        from sandbox_runtime.backends.ags.cloud import INTERNAL_ENDPOINT, AgsCloudClient
 
         return self._client(AgsCloudClient, INTERNAL_ENDPOINT, self.endpoint)
 

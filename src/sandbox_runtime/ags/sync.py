@@ -40,10 +40,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox_runtime.backends.ags.cloud import AgsApiError, AgsCloudClient
+from sandbox_runtime.backends.ags.mapping import MappedTool, ToolMapping
 from sandbox_runtime.errors import ConfigError, SandboxError, SandboxTimeoutError
 
-from .control import AgsApiError, AgsCloudClient
-from .mapping import MappedTool, ToolMapping
 from .registry import PushItem, PushResult, RegistryPusher, split_reference
 from .tools import (
     ENVD_PORT,

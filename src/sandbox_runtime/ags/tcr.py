@@ -7,8 +7,9 @@ seed tool skipped the first part, so every new namespace failed its first push. 
 makes those calls idempotent: each ``ensure_*`` looks first, creates what is missing, and
 treats "already exists" from a concurrent creator as success.
 
-Transport, retries and error translation are :class:`~sandbox_runtime.ags.control.CloudApiClient`'s
-(errors are :class:`~sandbox_runtime.ags.control.AgsApiError` whose message starts with
+Transport, retries and error translation are those of
+:class:`~sandbox_runtime.backends.ags.cloud.CloudApiClient` (errors are
+:class:`~sandbox_runtime.backends.ags.cloud.AgsApiError` whose message starts with
 ``TCR``); the service definition is ``tencentcloud-sdk-python-tcr``'s client (``2019-09-24``).
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from .control import PAGE_LIMIT, AgsApiError, CloudApiClient
+from sandbox_runtime.backends.ags.cloud import PAGE_LIMIT, AgsApiError, CloudApiClient
 
 try:
     from tencentcloud.tcr.v20190924.tcr_client import TcrClient

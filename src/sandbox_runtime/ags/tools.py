@@ -22,9 +22,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from sandbox_runtime.backends.ags.cloud import AgsApiError, AgsCloudClient
 from sandbox_runtime.errors import BackendError, ConfigError, SandboxTimeoutError
-
-from .control import AgsApiError, AgsCloudClient
 
 __all__ = [
     "DEFAULT_ENVD_IMAGE",

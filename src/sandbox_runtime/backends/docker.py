@@ -31,7 +31,13 @@ from pydantic import Field
 
 from sandbox_runtime import _shell
 from sandbox_runtime._output import HeadTailBuffer
-from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+)
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -160,6 +166,7 @@ class DockerBackend(Backend):
     name = "docker"
     options_model = DockerOptions
     extra = "docker"
+    capabilities = frozenset({Capability.HOST_MOUNTS, Capability.ENGINE_IMAGES})
 
     def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
         super().__init__(config, options)
@@ -251,7 +258,8 @@ class DockerBackend(Backend):
             pids_limit=resources.pids,
             network_mode=self._opts.network,
             privileged=self._opts.privileged,
-            binds=self._opts.volumes or None,
+            binds=[*self._opts.volumes, *(f"{h}:{i}" for h, i in self.config.mounts.items())]
+            or None,
             runtime=self._opts.runtime,
         )
         labels = make_labels(lifetime=config.lifetime, run_id=config.run_id, extra=config.labels)

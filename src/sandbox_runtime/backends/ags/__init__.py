@@ -1,11 +1,34 @@
 """The ``ags`` backend: sandboxes as Tencent Cloud Agent Sandbox (AGS) instances.
 
 Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime[ags]'``.
-See :mod:`sandbox_runtime.backends.ags.backend` for how it works and ``docs/ags-emulator.md``
-for its options and the local emulator it is tested against.
+Modules: ``cloud`` (the typed Cloud API client every AGS caller shares), ``mapping`` (the
+image -> tool file), ``_options``, ``_dataplane`` (envd through the e2b SDK), ``_wrapper``,
+``_reaper`` and ``backend`` (:class:`AgsBackend`).  Tool management
+(:mod:`sandbox_runtime.ags`) sits above this package and uses ``cloud`` and ``mapping``.
+See ``docs/ags.md`` for the guide and ``docs/ags-emulator.md`` for the local emulator.
+
+The classes are imported on first use, so that ``cloud`` and ``mapping`` load without the
+e2b SDK.
 """
 
-from ._options import AgsOptions
-from .backend import AgsBackend
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._options import AgsOptions
+    from .backend import AgsBackend
 
 __all__ = ["AgsBackend", "AgsOptions"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AgsBackend":
+        from .backend import AgsBackend
+
+        return AgsBackend
+    if name == "AgsOptions":
+        from ._options import AgsOptions
+
+        return AgsOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

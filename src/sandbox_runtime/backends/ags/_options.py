@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from sandbox_runtime.ags.control import AgsCloudClient
 from sandbox_runtime.config import BackendOptions
 from sandbox_runtime.errors import ConfigError
+
+from .cloud import AgsCloudClient
 
 __all__ = ["AgsOptions", "cloud_client"]
 

@@ -19,12 +19,12 @@ import logging
 
 import httpx
 
-from sandbox_runtime.ags.control import AgsApiError, redact
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
 from sandbox_runtime.ownership import MANAGED, why_reapable
 
 from ._dataplane import e2b, e2b_errors
 from ._options import AgsOptions, cloud_client
+from .cloud import AgsApiError, redact
 
 __all__ = ["reap_instances"]
 

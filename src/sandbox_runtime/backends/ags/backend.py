@@ -13,7 +13,7 @@ Control plane, either of:
 
 Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written by
 ``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
-file without any control-plane call (see :mod:`sandbox_runtime.ags.mapping`).
+file without any control-plane call (see :mod:`sandbox_runtime.backends.ags.mapping`).
 
 Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the wrapper
 in ``_wrapper``; a timeout kills the command's whole process group and returns the output
@@ -37,8 +37,6 @@ import httpx
 
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import NO_CWD_EXIT, NO_CWD_MARKER
-from sandbox_runtime.ags.control import AgsApiError, AgsCloudClient, redact
-from sandbox_runtime.ags.mapping import load_mapping
 from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -60,6 +58,8 @@ from . import _wrapper
 from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
 from ._options import AgsOptions, cloud_client
 from ._reaper import reap_instances
+from .cloud import AgsApiError, AgsCloudClient, redact
+from .mapping import load_mapping
 
 __all__ = ["AgsBackend"]
 

@@ -21,7 +21,13 @@ import uuid
 from typing import Any
 
 from sandbox_runtime import _shell
-from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+)
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -100,6 +106,9 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
     options_model = KubernetesOptions
     extra = "kubernetes"
+    #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
+    #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
+    capabilities = frozenset({Capability.ENGINE_IMAGES})
 
     def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
         super().__init__(config, options)

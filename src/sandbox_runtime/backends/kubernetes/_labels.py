@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sandbox_runtime._k8s_names import label_key_problem, label_value_problem
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.ownership import LABEL_PREFIX, MANAGED, make_labels
+
+from ._names import label_key_problem, label_value_problem
 
 __all__ = ["BACKEND_KEY", "MANAGED_SELECTOR", "key_for", "ownership_view", "pod_metadata"]
 

@@ -6,13 +6,14 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from sandbox_runtime._k8s_names import (
+from sandbox_runtime.config import BackendOptions
+
+from ._names import (
     dns1123_label_problem,
     dns1123_subdomain_problem,
     label_key_problem,
     label_value_problem,
 )
-from sandbox_runtime.config import BackendOptions
 
 __all__ = ["KubernetesOptions"]
 

@@ -17,7 +17,7 @@ import socket
 import time
 from typing import Any
 
-from sandbox_runtime._k8s_names import cpu_cores, memory_bytes
+from sandbox_runtime.backends.kubernetes._names import cpu_cores, memory_bytes
 from sandbox_runtime.ownership import make_labels
 
 try:

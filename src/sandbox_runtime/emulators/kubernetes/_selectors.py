@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_runtime._k8s_names import label_key_problem, label_value_problem
+from sandbox_runtime.backends.kubernetes._names import label_key_problem, label_value_problem
 
 __all__ = ["POD_FIELDS", "FieldSelector", "LabelSelector"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox_runtime._k8s_names import (
+from sandbox_runtime.backends.kubernetes._names import (
     cpu_cores,
     dns1123_label_problem,
     dns1123_subdomain_problem,

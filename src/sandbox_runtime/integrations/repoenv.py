@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from sandbox_runtime.backend import Availability, Backend, ExecRequest
+from sandbox_runtime.backend import Availability, Backend, Capability, ExecRequest
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import ConfigError, SandboxStartError
 from sandbox_runtime.registry import load_backend
@@ -115,6 +115,14 @@ class RepoEnvBackend(Backend):
         if config.image is None and "image" not in update:
             raise ConfigError("repoenv needs an entry (options.ds or options.ds_json) or an image")
         return config.model_copy(update=update) if update else config
+
+    @classmethod
+    def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
+        """Those of the engine it runs on."""
+        assert isinstance(options, RepoEnvOptions)
+        engine_cls = load_backend(options.engine)
+        engine_options = engine_cls.options_model.model_validate(options.engine_options)
+        return engine_cls.capabilities_for(engine_options)
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:

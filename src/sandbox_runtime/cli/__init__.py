@@ -17,10 +17,10 @@ __all__ = ["main"]
 #: Modules that add subcommands, in help order.  Each has ``register(subparsers) -> None``;
 #: a module whose optional dependencies are missing is skipped, not fatal.
 _COMMAND_MODULES = (
-    "sandbox_runtime._cli_core",
-    "sandbox_runtime.swe.cli",
-    "sandbox_runtime.ags.cli",
-    "sandbox_runtime._cli_kubernetes",
+    "sandbox_runtime.cli.core",
+    "sandbox_runtime.cli.swe",
+    "sandbox_runtime.cli.ags",
+    "sandbox_runtime.cli.kubernetes",
 )
 
 
@@ -60,7 +60,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

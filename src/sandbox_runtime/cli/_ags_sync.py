@@ -17,8 +17,8 @@ from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 
-from ._cli_common import common_options, connection, emit, handled, print_table
-from ._cli_tools import add_tool_options, tool_fields
+from ._ags_common import common_options, connection, emit, handled, print_table
+from ._ags_tools import add_tool_options, tool_fields
 
 __all__ = ["register"]
 
@@ -120,7 +120,7 @@ def _images(args: argparse.Namespace, extra: list[str]) -> list[str]:
 def _pusher(args: argparse.Namespace) -> Any:
     from pydantic import SecretStr
 
-    from .registry import RegistryPusher, RegistryTarget
+    from sandbox_runtime.ags.registry import RegistryPusher, RegistryTarget
 
     target = RegistryTarget.parse(args.registry, namespace=args.namespace)
     settings = connection(args)
@@ -137,7 +137,7 @@ def _pusher(args: argparse.Namespace) -> Any:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from .sync import ToolSync, ToolTemplate
+    from sandbox_runtime.ags.sync import ToolSync, ToolTemplate
 
     if args.out is None and not args.dry_run:
         raise ConfigError("sync: give --out FILE for the mapping (or --dry-run)")
@@ -195,7 +195,7 @@ def _print_sync(report: Any) -> None:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from .registry import PushResult
+    from sandbox_runtime.ags.registry import PushResult
 
     images = _images(args, args.images)
     pusher = _pusher(args)

@@ -43,8 +43,13 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from sandbox_runtime import _archive
-from sandbox_runtime._process import run_process
-from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+)
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendUnavailableError,
@@ -57,6 +62,8 @@ from sandbox_runtime.errors import (
 )
 from sandbox_runtime.ownership import make_labels, why_reapable
 from sandbox_runtime.results import ExecResult
+
+from ._process import run_process
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
@@ -206,6 +213,7 @@ class LocalBackend(Backend):
 
     name = "local"
     options_model = LocalOptions
+    capabilities = frozenset({Capability.DIRECTORY_IMAGES, Capability.SHARED_HOST_FILESYSTEM})
 
     def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
         super().__init__(config, options)

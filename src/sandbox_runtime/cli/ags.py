@@ -1,7 +1,7 @@
 """``sandbox-runtime ags ...``: commands for Tencent Cloud Agent Sandbox.
 
-``tools`` and ``instances`` (in ``_cli_tools``) manage tools and instances by hand; ``sync``
-and ``push`` (in ``_cli_sync``) turn a dataset's images into tools and an image->tool
+``tools`` and ``instances`` (in ``_ags_tools``) manage tools and instances by hand; ``sync``
+and ``push`` (in ``_ags_sync``) turn a dataset's images into tools and an image->tool
 mapping; ``emulator`` (here) runs the local AGS emulator in the foreground.  Heavy imports
 happen inside the handlers, so listing commands stays fast and works without the ``ags``
 extras.
@@ -25,10 +25,10 @@ def register(subparsers: Any) -> None:
     commands = ags.add_subparsers(dest="ags_command", metavar="COMMAND")
     ags.set_defaults(handler=lambda _args: _help(ags))
 
-    from . import _cli_sync, _cli_tools
+    from . import _ags_sync, _ags_tools
 
-    _cli_tools.register(commands)
-    _cli_sync.register(commands)
+    _ags_tools.register(commands)
+    _ags_sync.register(commands)
 
     emulator = commands.add_parser(
         "emulator",

@@ -55,7 +55,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def connection(args: argparse.Namespace) -> Any:
     """The :class:`~sandbox_runtime.ags.settings.AgsConnection` the arguments describe."""
-    from .settings import AgsConnection
+    from sandbox_runtime.ags.settings import AgsConnection
 
     return AgsConnection.from_env(
         region=args.region,
