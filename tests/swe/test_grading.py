@@ -5,6 +5,7 @@ import pytest
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.swe import Task, TaskFormat, grade
 from sandbox_runtime.swe.agents import Budget, NullAgent, OracleAgent
+from sandbox_runtime.swe.grading import GradingError, Outcome
 from tests.swe.conftest import open_prepared, task_named
 
 # Importing pytest is made to fail inside the sandbox (a shadowing module on PYTHONPATH,
@@ -52,12 +53,25 @@ def test_unittest_fallback_without_pytest(bundled_tasks: list[Task], fmt: str) -
     assert (passed.reward, passed.reason) == (1.0, "resolved")
 
 
-def test_timeout_gives_zero_and_says_so(bundled_tasks: list[Task]) -> None:
+def test_a_harness_timeout_is_an_error_not_a_zero(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "eventhub", "r2e")
     with open_prepared(task) as sandbox:
         sandbox.write_text("/root/run_tests.sh", "sleep 30\n")
         result = grade(task, sandbox, timeout=1)
-    assert (result.reward, result.reason) == (0.0, "tests timed out after 1s")
+    assert (result.reward, result.reason) == (None, "tests timed out after 1s")
+    assert result.outcome is Outcome.ERROR
+    with pytest.raises(GradingError, match="no reward: tests timed out"):
+        result.reward_or_raise()
+
+
+def test_a_sandbox_gone_while_grading_is_an_error_not_a_zero(bundled_tasks: list[Task]) -> None:
+    task = task_named(bundled_tasks, "eventhub", "r2e")
+    with open_prepared(task) as sandbox:
+        sandbox.backend.stop()  # the sandbox disappears under the grader
+        result = grade(task, sandbox)
+    assert result.reward is None
+    assert result.outcome is Outcome.ERROR
+    assert result.reason.startswith("infrastructure error: ")
 
 
 def test_a_run_without_results_is_a_test_error(bundled_tasks: list[Task]) -> None:
@@ -65,7 +79,8 @@ def test_a_run_without_results_is_a_test_error(bundled_tasks: list[Task]) -> Non
     with open_prepared(task) as sandbox:
         sandbox.write_text("/root/run_tests.sh", "echo 'collection exploded' >&2; exit 4\n")
         result = grade(task, sandbox)
-    assert result.reward == 0.0
+    assert result.reward is None
+    assert result.outcome is Outcome.ERROR
     assert result.reason == "test error: no test results in the output (exit code 4)"
     assert "collection exploded" in result.test_output
 

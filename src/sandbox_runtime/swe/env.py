@@ -183,11 +183,15 @@ class SWEEnv(_EnvBase):
         return observation.output, 0.0, observation.done, info
 
     def compute_final_reward(self) -> float:
-        """Grade the sandbox's current state by the task's own tests (1.0 or 0.0)."""
+        """Grade the sandbox's current state by the task's own tests (1.0 or 0.0).
+
+        Raises :class:`~sandbox_runtime.swe.grading.GradingError` when the tests gave no
+        verdict (sandbox gone, backend error, harness timeout): never a 0 they did not give.
+        """
         self.last_grade = grade(
             self.task, self._require_sandbox(), timeout=self.options.test_timeout
         )
-        return self.last_grade.reward
+        return self.last_grade.reward_or_raise()
 
     def patch(self) -> str:
         """The episode's changes to the repository, as a diff against the task's base."""

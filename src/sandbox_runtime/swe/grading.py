@@ -25,12 +25,21 @@ reset the test files again.  Without pytest it runs ``python -m unittest -v`` on
 modules and maps the results to pytest ids.  A conda ``testbed`` environment is activated
 when the image has one, as in the harness's images.
 
-A reward of 0 always comes with a ``reason``: ``patch did not apply: ...``, ``test patch did
-not apply``, ``tests timed out after Ns``, ``test error: ...`` or ``tests failed: <ids>``.
+Every result has one of three outcomes (:class:`Outcome`), because a reward must never lie:
+
+* ``resolved``: reward 1, the task's tests say the fix is right;
+* ``unresolved``: reward 0, the task's tests ran and say it is not (``tests failed: <ids>``,
+  ``patch did not apply: ...``, ``test patch did not apply``);
+* ``error``: **no reward** (``None``).  The tests could not give a verdict: the sandbox is
+  gone or the backend failed (``infrastructure error: ...``), the test run outlived its
+  timeout (``tests timed out after Ns``), the harness itself failed or printed no results
+  (``test error: ...``).  A 0 there would teach a policy that a correct fix was wrong, so
+  callers count it as an error, retry it, or drop the sample; they never train on it.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import posixpath
 import shlex
@@ -47,7 +56,15 @@ from sandbox_runtime.swe.parsers import PASSED_STATUSES, parse_any, strip_ansi
 from sandbox_runtime.swe.prepare import R2E_ALT_PATH, R2E_TESTS_IMAGE_PATH, rel
 from sandbox_runtime.swe.task import Task, TaskFormat
 
-__all__ = ["DEFAULT_TEST_TIMEOUT", "GradeResult", "fallback_eval_script", "grade", "r2e_reward"]
+__all__ = [
+    "DEFAULT_TEST_TIMEOUT",
+    "GradeResult",
+    "GradingError",
+    "Outcome",
+    "fallback_eval_script",
+    "grade",
+    "r2e_reward",
+]
 
 #: Seconds the test run may take, R2E-Gym's default for ``_calculate_reward``.
 DEFAULT_TEST_TIMEOUT = 300.0
@@ -57,11 +74,35 @@ _PATCH_EOF = "EOF_SANDBOX_RUNTIME_TEST_PATCH"
 _MAX_LISTED = 10
 
 
+class Outcome(str, enum.Enum):
+    """What grading concluded; see the module docstring."""
+
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+    ERROR = "error"
+
+
+class GradingError(SandboxError):
+    """A task could not be graded (an ``error`` outcome) where a number is required.
+
+    Raised by reward functions that must return a float (an environment's final reward,
+    verl's ``compute_score``) instead of returning a reward of 0 that would be a lie.
+    """
+
+    def __init__(self, grade: GradeResult) -> None:
+        super().__init__(f"no reward: {grade.reason}")
+        self.grade = grade
+
+
 @dataclass
 class GradeResult:
-    """The reward for one task and everything needed to explain it."""
+    """The reward for one task and everything needed to explain it.
 
-    reward: float
+    ``reward`` is ``None`` exactly when the outcome is ``error``: nothing was learned about
+    the fix, so there is no number to report.
+    """
+
+    reward: float | None
     reason: str
     status_map: dict[str, str] = field(default_factory=dict)
     test_output: str = ""
@@ -71,13 +112,31 @@ class GradeResult:
     parser: str = ""
 
     @property
+    def outcome(self) -> Outcome:
+        """Resolved, unresolved, or error (no reward)."""
+        if self.reward is None:
+            return Outcome.ERROR
+        return Outcome.RESOLVED if self.reward >= 1.0 else Outcome.UNRESOLVED
+
+    @property
     def resolved(self) -> bool:
         """True for a reward of 1."""
-        return self.reward >= 1.0
+        return self.outcome is Outcome.RESOLVED
+
+    @property
+    def is_error(self) -> bool:
+        """True when the tests gave no verdict (no reward)."""
+        return self.reward is None
+
+    def reward_or_raise(self) -> float:
+        """The reward, or :class:`GradingError` for an ``error`` outcome."""
+        if self.reward is None:
+            raise GradingError(self)
+        return self.reward
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (for reports and trajectories)."""
-        return asdict(self)
+        return {**asdict(self), "outcome": self.outcome.value}
 
 
 def _listing(ids: Iterable[str]) -> str:
@@ -96,8 +155,9 @@ def grade(
     """Run the task's tests in ``sandbox`` (after the agent) and compute the reward.
 
     ``patch_error`` is what the patch tool said when the agent's patch did not apply; the
-    reward is then 0 without running the tests.  Sandbox failures are reported as a
-    ``test error`` result, not raised, so one broken task never stops a run.
+    reward is then 0 without running the tests.  Sandbox failures are returned as an
+    ``error`` outcome (no reward), not raised, so one broken task never stops a run and is
+    never mistaken for a wrong fix.
     """
     began = time.monotonic()
     if patch_error is not None:
@@ -110,7 +170,7 @@ def grade(
         else:
             result = _grade_plain(task, sandbox, timeout)
     except SandboxError as exc:
-        result = GradeResult(0.0, f"test error: {type(exc).__name__}: {exc}")
+        result = GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
     result.duration = time.monotonic() - began
     return result
 
@@ -121,7 +181,7 @@ def _run(sandbox: SandboxRuntime, script: str, timeout: float) -> ExecResult:
 
 def _timed_out(result: ExecResult, timeout: float) -> GradeResult:
     return GradeResult(
-        0.0,
+        None,
         f"tests timed out after {timeout:g}s",
         test_output=strip_ansi(result.output),
         test_exit_code=result.exit_code,
@@ -152,7 +212,7 @@ def _grade_r2e(task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResu
     alt = rel(sandbox, R2E_ALT_PATH)
     script_path = posixpath.join(R2E_ALT_PATH, "run_tests.sh")
     if not sandbox.exists(script_path):
-        return GradeResult(0.0, f"test error: {script_path} not found (was the image prepared?)")
+        return GradeResult(None, f"test error: {script_path} not found (was the image prepared?)")
     script = sandbox.read_text(script_path)
     image_tests = rel(sandbox, R2E_TESTS_IMAGE_PATH)
     # The held-out tests are reachable from the repository only while they run.
@@ -162,7 +222,7 @@ def _grade_r2e(task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResu
         timeout=60,
     )
     if not link.ok:
-        return GradeResult(0.0, f"test error: cannot link r2e_tests: {link.output.strip()}")
+        return GradeResult(None, f"test error: cannot link r2e_tests: {link.output.strip()}")
     try:
         result = _run(sandbox, script, timeout)
     finally:
@@ -181,6 +241,7 @@ def _grade_r2e(task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResu
         parser="pytest -rA (R2E keys)",
     )
     if not parsed:
+        base.reward = None
         base.reason = f"test error: no test results in the output (exit code {result.exit_code})"
         return base
     reward, differing = r2e_reward(parsed, task.expected_output or {})
@@ -275,6 +336,7 @@ def _grade_swebench(task: Task, sandbox: SandboxRuntime, timeout: float) -> Grad
         return graded
     bad = [marker for marker in _swebench.BAD_MARKERS if marker in output]
     if bad:
+        graded.reward = None
         graded.reason = f"test error: the evaluation script reported {bad[0]!r}"
         return graded
     parse, graded.parser = _swebench.parser_for(
@@ -287,6 +349,7 @@ def _grade_swebench(task: Task, sandbox: SandboxRuntime, timeout: float) -> Grad
         graded.parser = "sandbox_runtime:unittest"
     graded.status_map = status_map
     if not status_map:
+        graded.reward = None
         graded.reason = f"test error: no test results in the output (exit code {result.exit_code})"
         return graded
     evaluation = _swebench.evaluate(
@@ -331,6 +394,7 @@ def _grade_plain(task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeRe
     )
     failing = [k for k, v in status_map.items() if v not in PASSED_STATUSES | {"SKIPPED"}]
     if not status_map:
+        graded.reward = None
         graded.reason = f"test error: no test results in the output (exit code {result.exit_code})"
     elif failing:
         graded.reason = f"tests failed: {_listing(failing)}"

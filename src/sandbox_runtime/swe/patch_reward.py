@@ -92,4 +92,5 @@ def compute_score(
     if extra_info is None:
         raise ValueError("compute_score needs the task row as extra_info")
     row = json.loads(extra_info) if isinstance(extra_info, str) else extra_info
-    return grade_patch(row, extract_patch(solution_str), **settings).reward
+    # An infrastructure fault raises GradingError rather than scoring a correct patch 0.
+    return grade_patch(row, extract_patch(solution_str), **settings).reward_or_raise()

@@ -28,19 +28,22 @@ class Progress:
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._lock = threading.Lock()
 
-    def update(self, task_id: str, reward: float, reason: str, seconds: float, error: bool) -> None:
-        """Record one finished task and redraw."""
+    def update(
+        self, task_id: str, reward: float | None, reason: str, seconds: float, error: bool
+    ) -> None:
+        """Record one finished task (``reward`` ``None``: an error, no reward) and redraw."""
         with self._lock:
             self.done += 1
-            self.resolved += reward >= 1.0
-            self.errors += error
+            self.resolved += reward is not None and reward >= 1.0
+            self.errors += error or reward is None
             if not self._enabled:
                 return
             if self._tty:
                 self._draw()
             else:
+                shown = "-" if reward is None else f"{reward:g}"
                 print(
-                    f"[{self.done}/{self.total}] {task_id} reward={reward:g} "
+                    f"[{self.done}/{self.total}] {task_id} reward={shown} "
                     f"({reason[:80]}) {seconds:.1f}s",
                     file=self._stream,
                     flush=True,

@@ -33,7 +33,9 @@ class TaskOutcome:
     repo: str
     backend: str
     agent: str
-    reward: float = 0.0
+    reward: float | None = None
+    """1 or 0 from the task's tests; ``None`` when the task ended in an error (see
+    :class:`~sandbox_runtime.swe.grading.Outcome`): never a 0 that the tests did not give."""
     reason: str = ""
     submitted: bool = False
     stop_reason: str = ""
@@ -44,6 +46,13 @@ class TaskOutcome:
     sandbox_id: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        """``resolved``, ``unresolved`` or ``error`` (no reward)."""
+        if self.reward is None:
+            return "error"
+        return "resolved" if self.reward >= 1.0 else "unresolved"
 
     @property
     def total_time(self) -> float:
@@ -57,7 +66,8 @@ class TaskOutcome:
             "format": self.format,
             "repo": self.repo,
             "reward": self.reward,
-            "resolved": self.reward >= 1.0,
+            "outcome": self.outcome,
+            "resolved": self.outcome == "resolved",
             "reason": self.reason,
             "steps": len(self.steps),
             "submitted": self.submitted,
@@ -92,33 +102,40 @@ class TaskOutcome:
 def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
     """A plain-text table: task, reward, steps, time, reason; then the totals."""
     header = f"{'task':<36} {'reward':>6} {'steps':>5} {'time':>7}  reason"
+
+    def shown(reward: float | None) -> str:
+        return "-" if reward is None else f"{reward:.1f}"
+
     lines = [header, "-" * len(header)]
     for outcome in outcomes:
         reason = (
             outcome.reason if len(outcome.reason) <= width else outcome.reason[: width - 3] + "..."
         )
         lines.append(
-            f"{outcome.task_id[:36]:<36} {outcome.reward:>6.1f} {len(outcome.steps):>5} "
+            f"{outcome.task_id[:36]:<36} {shown(outcome.reward):>6} {len(outcome.steps):>5} "
             f"{outcome.total_time:>6.1f}s  {reason}"
         )
-    resolved = sum(1 for o in outcomes if o.reward >= 1.0)
-    errors = sum(1 for o in outcomes if o.error)
-    mean = sum(o.reward for o in outcomes) / len(outcomes) if outcomes else 0.0
+    totals = summary(outcomes)
+    mean = totals["mean_reward"]
     lines.append("-" * len(header))
     lines.append(
-        f"{len(outcomes)} task(s): {resolved} resolved, mean reward {mean:.3f}, {errors} error(s)"
+        f"{totals['tasks']} task(s): {totals['resolved']} resolved, {totals['unresolved']} "
+        f"unresolved, {totals['errors']} error(s); mean reward "
+        + ("-" if mean is None else f"{mean:.3f}")
+        + " over the graded ones"
     )
     return "\n".join(lines)
 
 
 def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
-    """Totals for the report."""
-    rewards = [o.reward for o in outcomes]
+    """Totals for the report; the mean reward is over graded tasks only (errors have none)."""
+    rewards = [o.reward for o in outcomes if o.reward is not None]
     return {
         "tasks": len(outcomes),
-        "resolved": sum(1 for r in rewards if r >= 1.0),
-        "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
-        "errors": sum(1 for o in outcomes if o.error),
+        "resolved": sum(1 for o in outcomes if o.outcome == "resolved"),
+        "unresolved": sum(1 for o in outcomes if o.outcome == "unresolved"),
+        "errors": sum(1 for o in outcomes if o.outcome == "error"),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
     }
 
 
@@ -154,7 +171,7 @@ def smoke_report(outcome: TaskOutcome) -> dict[str, Any]:
     ]
     grade = outcome.grade
     tests = {
-        "passed": outcome.reward >= 1.0,
+        "passed": outcome.outcome == "resolved",
         "rc": grade.test_exit_code if grade else None,
         "stdout": grade.test_output if grade else "",
         "status": grade.status_map if grade else {},

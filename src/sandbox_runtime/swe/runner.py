@@ -202,7 +202,7 @@ class Runner:
                 logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
                 outcome.error = f"{type(exc).__name__}: {exc}"
                 outcome.reason = f"error: {outcome.error}"
-            outcome.reward = 0.0
+            outcome.reward = None
         finally:
             if sandbox is not None:
                 try:
@@ -237,5 +237,10 @@ class Runner:
         outcome.grade = graded
         outcome.reward = graded.reward
         outcome.reason = graded.reason
+        if graded.is_error:
+            outcome.error = outcome.error or graded.reason
         if result.error and not graded.resolved:
+            # The agent crashed: its attempt says nothing about the model, so no reward
+            # (a fix it finished before crashing still counts).
+            outcome.reward = None
             outcome.reason = f"{graded.reason} (agent error: {result.error})"
