@@ -16,10 +16,13 @@ from __future__ import annotations
 import shlex
 import uuid
 
+from sandbox_runtime.errors import SandboxFileNotFoundError
+
 __all__ = [
     "NO_CWD_EXIT",
     "NO_CWD_MARKER",
     "TOKEN_VAR",
+    "check_cwd",
     "kill_group_script",
     "new_token",
     "shell_text",
@@ -43,6 +46,16 @@ _AUTO = (
     _CD
     + 'if command -v bash >/dev/null 2>&1; then exec bash -c "$2" "$0"; fi; exec sh -c "$2" "$0"'
 )
+
+
+def check_cwd(exit_code: int, stderr: bytes, cwd: str) -> None:
+    """Raise :class:`SandboxFileNotFoundError` when the wrapper reported a missing ``cwd``.
+
+    Both the exit code and the marker must match, so a command that happens to exit 254
+    stays a command result.
+    """
+    if exit_code == NO_CWD_EXIT and stderr.startswith(NO_CWD_MARKER.encode()):
+        raise SandboxFileNotFoundError(f"working directory does not exist: {cwd}")
 
 
 def new_token() -> str:

@@ -15,14 +15,17 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar, cast
 
 from sandbox_runtime import _archive
 from sandbox_runtime.config import BackendOptions, SandboxConfig
-from sandbox_runtime.errors import SandboxIsADirectoryError
+from sandbox_runtime.errors import ConfigError, SandboxIsADirectoryError
 from sandbox_runtime.results import ExecResult
 
-__all__ = ["Availability", "Backend", "Capability", "ExecRequest", "ReapedSandbox"]
+__all__ = ["Availability", "Backend", "Capability", "ExecRequest", "OptionsT", "ReapedSandbox"]
+
+#: The options model of one backend (``Backend[DockerOptions]``).
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 
 
 class Capability(str, enum.Enum):
@@ -96,8 +99,12 @@ class ReapedSandbox:
     reason: str
 
 
-class Backend(abc.ABC):
+class Backend(abc.ABC, Generic[OptionsT]):
     """One sandbox of one backend: the primitives the runtime builds on.
+
+    Generic over its options model, so ``self.options`` has the backend's own type; set
+    :attr:`options_model` to the same class (the runtime validates ``SandboxConfig.options``
+    with it before the backend is made).
 
     Implementations must make :meth:`exec`, :meth:`put_archive`, :meth:`get_archive`,
     :meth:`write_file` and :meth:`read_file` safe to call from several threads at once;
@@ -113,9 +120,25 @@ class Backend(abc.ABC):
     #: What this backend can do beyond the primitives (see :class:`Capability`).
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: OptionsT) -> None:
         self.config = config
         self.options = options
+
+    @classmethod
+    def coerce_options(cls, options: BackendOptions | None) -> OptionsT:
+        """``options`` as this backend's model, or its defaults when ``None``.
+
+        For the class-level calls (:meth:`availability`, :meth:`reap`, listing) that take
+        options from callers who may not have any.
+        """
+        if options is None:
+            return cast(OptionsT, cls.options_model())
+        if not isinstance(options, cls.options_model):
+            raise ConfigError(
+                f"the {cls.name!r} backend takes {cls.options_model.__name__}, "
+                f"not {type(options).__name__}"
+            )
+        return cast(OptionsT, options)
 
     @classmethod
     def configure(cls, config: SandboxConfig, options: BackendOptions) -> SandboxConfig:

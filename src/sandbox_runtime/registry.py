@@ -1,16 +1,26 @@
-"""Finding backends: the ``sandbox_runtime.backends`` entry-point group, or a dotted path.
+"""Finding backends: a built-in table, the ``sandbox_runtime.backends`` entry points, a dotted path.
 
-Built-in backends are registered in this project's ``pyproject.toml`` exactly as a third
-party would register its own, so there is one way in.  Backend modules are imported only
-when a sandbox of that backend is opened: listing backends imports nothing.
+Two sources, as fsspec's registry has them:
+
+* the **built-in table** below names this project's backends by lazy ``module:Class`` paths, so a
+  source tree on ``PYTHONPATH`` (no installed metadata: a vendored copy, a notebook next to a
+  checkout) still finds ``local`` and the others;
+* the **entry-point group** ``sandbox_runtime.backends`` is how third parties add backends (and
+  how this project's own are also declared, so tools that read entry points see them).  An entry
+  point of the same name as a built-in replaces it.
+
+Backend modules are imported only when a sandbox of that backend is opened: listing imports
+nothing.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 from sandbox_runtime.backend import Backend
 from sandbox_runtime.errors import BackendNotFoundError, BackendUnavailableError
@@ -19,26 +29,43 @@ __all__ = ["ENTRY_POINT_GROUP", "BackendInfo", "list_backends", "load_backend"]
 
 ENTRY_POINT_GROUP = "sandbox_runtime.backends"
 
-#: Backends this project ships, with the extra that installs what each one imports.
-_EXTRAS = {
-    "local": None,
-    "docker": "docker",
-    "ags": "ags",
-    "kubernetes": "kubernetes",
-    "repoenv": None,  # plus its engine's extra (docker by default)
+
+@dataclass(frozen=True, slots=True)
+class _BuiltIn:
+    target: str
+    extra: str | None
+    """The ``sandbox-runtime[...]`` extra that installs what the module imports."""
+
+
+#: This project's backends.  repoenv needs its engine's extra too (docker by default).
+_BUILT_INS = {
+    "local": _BuiltIn("sandbox_runtime.backends.local:LocalBackend", None),
+    "docker": _BuiltIn("sandbox_runtime.backends.docker:DockerBackend", "docker"),
+    "kubernetes": _BuiltIn("sandbox_runtime.backends.kubernetes:KubernetesBackend", "kubernetes"),
+    "ags": _BuiltIn("sandbox_runtime.backends.ags:AgsBackend", "ags"),
+    "repoenv": _BuiltIn("sandbox_runtime.integrations.repoenv:RepoEnvBackend", None),
 }
 
-_cache: dict[str, type[Backend]] = {}
+_cache: dict[str, type[Backend[Any]]] = {}
 _cache_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
 class BackendInfo:
-    """An installed backend: its name, where it lives, and which distribution provides it."""
+    """An available backend: its name, where it lives, and which distribution provides it.
+
+    ``distribution`` is ``None`` for a built-in found without installed metadata.
+    """
 
     name: str
     target: str
     distribution: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    info: BackendInfo
+    load: Callable[[], object]
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
@@ -48,24 +75,40 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
     return found
 
 
-def list_backends() -> list[BackendInfo]:
-    """The installed backends, sorted by name, without importing any of them."""
-    infos = []
-    for name, entry_point in sorted(_entry_points().items()):
+def _sources() -> dict[str, _Source]:
+    sources = {
+        name: _Source(BackendInfo(name, built_in.target, None), _importer(built_in.target))
+        for name, built_in in _BUILT_INS.items()
+    }
+    for name, entry_point in _entry_points().items():
         dist = entry_point.dist.name if entry_point.dist is not None else None
-        infos.append(BackendInfo(name=name, target=entry_point.value, distribution=dist))
-    return infos
+        sources[name] = _Source(BackendInfo(name, entry_point.value, dist), entry_point.load)
+    return sources
+
+
+def _importer(target: str) -> Callable[[], object]:
+    def load() -> object:
+        module_name, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    return load
+
+
+def list_backends() -> list[BackendInfo]:
+    """The available backends, sorted by name, without importing any of them."""
+    return [source.info for _, source in sorted(_sources().items())]
 
 
 def _install_hint(name: str) -> str:
-    extra = _EXTRAS.get(name)
+    built_in = _BUILT_INS.get(name)
+    extra = built_in.extra if built_in is not None else None
     return f"pip install 'sandbox-runtime[{extra}]'" if extra else "pip install sandbox-runtime"
 
 
-def load_backend(name: str) -> type[Backend]:
+def load_backend(name: str) -> type[Backend[Any]]:
     """Return the backend class registered as ``name`` (or at ``module:Class``).
 
-    Raises :class:`BackendNotFoundError` listing what is installed, or
+    Raises :class:`BackendNotFoundError` listing what exists, or
     :class:`BackendUnavailableError` naming the extra when the backend's dependencies are
     missing.
     """
@@ -76,17 +119,13 @@ def load_backend(name: str) -> type[Backend]:
     if ":" in name:
         backend_cls = _load_dotted(name)
     else:
-        entry_point = _entry_points().get(name)
-        if entry_point is None:
-            installed = ", ".join(sorted(_entry_points())) or "none"
-            hint = ""
-            if name in _EXTRAS:
-                hint = f"; the {name!r} backend is provided by: {_install_hint(name)}"
-            raise BackendNotFoundError(
-                f"no sandbox backend named {name!r} (installed: {installed}){hint}"
-            )
+        sources = _sources()
+        source = sources.get(name)
+        if source is None:
+            known = ", ".join(sorted(sources)) or "none"
+            raise BackendNotFoundError(f"no sandbox backend named {name!r} (known: {known})")
         try:
-            loaded = entry_point.load()
+            loaded = source.load()
         except ImportError as exc:
             hint = _install_hint(name)
             # Our backends' import errors already name the extra; a third party's may not.
@@ -100,7 +139,7 @@ def load_backend(name: str) -> type[Backend]:
     return backend_cls
 
 
-def _load_dotted(path: str) -> type[Backend]:
+def _load_dotted(path: str) -> type[Backend[Any]]:
     module_name, _, attribute = path.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -113,7 +152,7 @@ def _load_dotted(path: str) -> type[Backend]:
     return _check_backend_class(path, loaded)
 
 
-def _check_backend_class(name: str, loaded: object) -> type[Backend]:
+def _check_backend_class(name: str, loaded: object) -> type[Backend[Any]]:
     if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
         raise BackendNotFoundError(
             f"{name!r} does not name a sandbox_runtime.Backend subclass (got {loaded!r})"

@@ -6,8 +6,10 @@ command, carry raw bytes, and never need validation, so the lighter type is the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime.errors import CommandFailedError, SandboxTimeoutError
 
 __all__ = ["TIMEOUT_EXIT_CODE", "ExecResult", "PatchResult"]
@@ -39,6 +41,33 @@ class ExecResult:
     timed_out: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+
+    @classmethod
+    def from_buffers(
+        cls,
+        command: str,
+        exit_code: int,
+        stdout: HeadTailBuffer,
+        stderr: HeadTailBuffer,
+        *,
+        began: float,
+        timed_out: bool = False,
+    ) -> ExecResult:
+        """The result of a command whose streams were captured in head/tail buffers.
+
+        Every backend ends a command here, so the timeout convention (exit code 124) and the
+        truncation flags are decided in one place; ``began`` is a ``time.monotonic()`` value.
+        """
+        return cls(
+            command=command,
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code,
+            stdout_bytes=stdout.getvalue(),
+            stderr_bytes=stderr.getvalue(),
+            duration=time.monotonic() - began,
+            timed_out=timed_out,
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+        )
 
     @property
     def stdout(self) -> str:

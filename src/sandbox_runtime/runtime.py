@@ -45,7 +45,7 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-def validate_options(config: SandboxConfig, backend_cls: type[Backend]) -> BackendOptions:
+def validate_options(config: SandboxConfig, backend_cls: type[Backend[Any]]) -> BackendOptions:
     """Validate ``config.options`` with the backend's model; errors read ``options.<field>``."""
     model = backend_cls.options_model
     raw = config.options
@@ -102,7 +102,7 @@ class SandboxRuntime:
                 "(mounts); use a backend with the host_mounts capability, such as docker"
             )
         self._config = config
-        self._backend: Backend = backend_cls(config, options)
+        self._backend: Backend[Any] = backend_cls(config, options)
         self._state = _State.NEW
         self._lifecycle = threading.Lock()
         self._base_commits: dict[str, str] = {}
@@ -115,7 +115,7 @@ class SandboxRuntime:
         return self._config
 
     @property
-    def backend(self) -> Backend:
+    def backend(self) -> Backend[Any]:
         """The backend instance, for backend-specific calls the common interface lacks."""
         return self._backend
 
@@ -173,7 +173,7 @@ class SandboxRuntime:
         """True while the sandbox is started, not closed, and its backend says it exists."""
         return self._state is _State.STARTED and self._backend.is_alive()
 
-    def _ready(self) -> Backend:
+    def _ready(self) -> Backend[Any]:
         if self._state is _State.STARTED:
             return self._backend
         if self._state is _State.CLOSED:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,20 +33,71 @@ def test_unknown_name_lists_installed_backends() -> None:
         load_backend("dokcer")
     message = str(info.value)
     assert "'dokcer'" in message
+    assert "known: " in message
     assert "docker" in message
     assert "local" in message
 
 
 def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox_runtime import registry
+    from sandbox_runtime import BackendUnavailableError, registry
 
+    def broken() -> object:
+        raise ImportError("No module named 'e2b'")
+
+    monkeypatch.setattr(registry, "_importer", lambda target: broken)
     monkeypatch.setattr(registry, "_entry_points", lambda: {})
     monkeypatch.setattr(registry, "_cache", {})
-    with pytest.raises(BackendNotFoundError, match=r"pip install 'sandbox-runtime\[ags\]'"):
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'sandbox-runtime\[ags\]'"):
         load_backend("ags")
 
 
+def test_built_ins_are_found_without_installed_metadata(tmp_path: Path) -> None:
+    """A source tree on the path, no distribution installed: the built-in table still works."""
+    # Only the core's third-party imports beside src/, linked in, and no site-packages at all.
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for name in (
+        "pydantic",
+        "pydantic_core",
+        "typing_extensions",
+        "annotated_types",
+        "typing_inspection",
+        "tenacity",
+    ):
+        module = importlib.import_module(name)
+        origin = Path(module.__file__ or "")
+        source = origin.parent if origin.name == "__init__.py" else origin
+        (deps / source.name).symlink_to(source)
+    # A copy of the package alone: src/ may hold an editable install's egg-info.
+    src = tmp_path / "src"
+    package = Path(__file__).resolve().parents[2] / "src" / "sandbox_runtime"
+    shutil.copytree(package, src / "sandbox_runtime", ignore=shutil.ignore_patterns("bundled"))
+    script = (
+        "import importlib.metadata as m, sandbox_runtime as s;"
+        "assert not list(m.entry_points(group='sandbox_runtime.backends'));"
+        "print(sorted(i.name for i in s.list_backends()));"
+        "print(s.load_backend('local').__name__);"
+        "print(s.list_backends()[0].distribution)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        env={"PYTHONPATH": f"{src}:{deps}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "['ags', 'docker', 'kubernetes', 'local', 'repoenv']",
+        "LocalBackend",
+        "None",
+    ]
+
+
 class _BrokenEntryPoint:
+    dist = None
+    value = "broken:Backend"
+
     def __init__(self, message: str) -> None:
         self.message = message
 

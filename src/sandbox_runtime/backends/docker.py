@@ -160,7 +160,7 @@ def _is_gone(exc: BaseException) -> bool:
     )
 
 
-class DockerBackend(Backend):
+class DockerBackend(Backend[DockerOptions]):
     """A sandbox as a Docker container; see the module docstring."""
 
     name = "docker"
@@ -168,10 +168,8 @@ class DockerBackend(Backend):
     extra = "docker"
     capabilities = frozenset({Capability.HOST_MOUNTS, Capability.ENGINE_IMAGES})
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: DockerOptions) -> None:
         super().__init__(config, options)
-        assert isinstance(options, DockerOptions)
-        self._opts = options
         self._container: str | None = None
         self._name = _NAME_PREFIX + uuid.uuid4().hex[:16]
         # Most images have bash; one without it costs a single failed exec, then sh is used.
@@ -180,7 +178,7 @@ class DockerBackend(Backend):
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Ping the engine."""
-        opts = options if isinstance(options, DockerOptions) else DockerOptions()
+        opts = cls.coerce_options(options)
         try:
             _client(opts).ping()
         except (BackendUnavailableError, docker.errors.DockerException) as exc:
@@ -196,7 +194,7 @@ class DockerBackend(Backend):
 
     @property
     def _api(self) -> Any:
-        return _client(self._opts)
+        return _client(self.options)
 
     def _call(self, description: str, operation: Any) -> Any:
         return call_with_retries(operation, _retryable, description=description)
@@ -210,12 +208,12 @@ class DockerBackend(Backend):
         began = time.monotonic()
         api = self._api
         try:
-            if self._opts.pull == "always":
+            if self.options.pull == "always":
                 self._pull()
             try:
                 container = self._create(api)
             except docker.errors.ImageNotFound:
-                if self._opts.pull == "never":
+                if self.options.pull == "never":
                     raise
                 self._pull()
                 container = self._create(api)
@@ -251,16 +249,16 @@ class DockerBackend(Backend):
         config = self.config
         resources = config.resources
         host_config = api.create_host_config(
-            init=self._opts.init,
+            init=self.options.init,
             auto_remove=True,
             mem_limit=resources.memory,
             nano_cpus=int(resources.cpus * 1e9) if resources.cpus else None,
             pids_limit=resources.pids,
-            network_mode=self._opts.network,
-            privileged=self._opts.privileged,
-            binds=[*self._opts.volumes, *(f"{h}:{i}" for h, i in self.config.mounts.items())]
+            network_mode=self.options.network,
+            privileged=self.options.privileged,
+            binds=[*self.options.volumes, *(f"{h}:{i}" for h, i in self.config.mounts.items())]
             or None,
-            runtime=self._opts.runtime,
+            runtime=self.options.runtime,
         )
         labels = make_labels(lifetime=config.lifetime, run_id=config.run_id, extra=config.labels)
         labels[_BACKEND_LABEL] = self.name
@@ -343,29 +341,18 @@ class DockerBackend(Backend):
             # The image has no bash: remember, and run the command with sh instead.
             self._shell = "/bin/sh"
             outcome = self._run(container, request, token, self._shell, began)
-        finished, exit_code, stdout, stderr = (
-            outcome.finished,
+        timed_out = not outcome.finished
+        if timed_out:
+            self._kill_group(container, token)
+        else:
+            _shell.check_cwd(outcome.exit_code, outcome.stderr.getvalue(), request.cwd)
+        return ExecResult.from_buffers(
+            request.display,
             outcome.exit_code,
             outcome.stdout,
             outcome.stderr,
-        )
-        timed_out = not finished
-        if timed_out:
-            self._kill_group(container, token)
-            exit_code = TIMEOUT_EXIT_CODE
-        if exit_code == _shell.NO_CWD_EXIT and stderr.getvalue().startswith(
-            _shell.NO_CWD_MARKER.encode()
-        ):
-            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
-        return ExecResult(
-            command=request.display,
-            exit_code=exit_code,
-            stdout_bytes=stdout.getvalue(),
-            stderr_bytes=stderr.getvalue(),
-            duration=time.monotonic() - began,
+            began=began,
             timed_out=timed_out,
-            stdout_truncated=stdout.truncated,
-            stderr_truncated=stderr.truncated,
         )
 
     def _run(
@@ -382,7 +369,7 @@ class DockerBackend(Backend):
                     _shell.wrapped_argv(request.command, request.cwd, token, shell),
                     stdin=request.stdin is not None,
                     environment=environment,
-                    user=self._opts.user or "",
+                    user=self.options.user or "",
                     workdir="/",
                 )["Id"],
             )
@@ -474,7 +461,7 @@ class DockerBackend(Backend):
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
         """Remove this library's containers that expired, stopped, or lost their owner."""
-        opts = options if isinstance(options, DockerOptions) else DockerOptions()
+        opts = cls.coerce_options(options)
         api = _client(opts)
         reaped: list[ReapedSandbox] = []
         for summary in api.containers(all=True, filters={"label": f"{MANAGED}=true"}):

@@ -82,16 +82,15 @@ class RepoEnvOptions(BackendOptions):
             raise ValueError(f"ds: not an R2E-Gym entry: {exc}") from None
 
 
-class RepoEnvBackend(Backend):
+class RepoEnvBackend(Backend[RepoEnvOptions]):
     """Opens an R2E-Gym entry on an engine backend and readies it as ``RepoEnv`` does."""
 
     name: ClassVar[str] = "repoenv"
     options_model: ClassVar[type[BackendOptions]] = RepoEnvOptions
     extra: ClassVar[str | None] = None
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: RepoEnvOptions) -> None:
         super().__init__(config, options)
-        assert isinstance(options, RepoEnvOptions)
         engine_cls = load_backend(options.engine)
         engine_config = config.model_copy(
             update={"backend": options.engine, "options": options.engine_options}
@@ -103,15 +102,15 @@ class RepoEnvBackend(Backend):
     @classmethod
     def configure(cls, config: SandboxConfig, options: BackendOptions) -> SandboxConfig:
         """Take the image and the workdir from the entry where the config leaves them out."""
-        assert isinstance(options, RepoEnvOptions)
-        task = options.task
+        opts = cls.coerce_options(options)
+        task = opts.task
         update: dict[str, Any] = {}
         if task is not None and "workdir" not in config.model_fields_set:
             update["workdir"] = task.workdir
         if task is not None and config.image is None:
             from sandbox_runtime.swe.images import resolve_image
 
-            update["image"] = resolve_image(task, options.engine, base_image=options.base_image)
+            update["image"] = resolve_image(task, opts.engine, base_image=opts.base_image)
         if config.image is None and "image" not in update:
             raise ConfigError("repoenv needs an entry (options.ds or options.ds_json) or an image")
         return config.model_copy(update=update) if update else config
@@ -119,19 +118,20 @@ class RepoEnvBackend(Backend):
     @classmethod
     def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
         """Those of the engine it runs on."""
-        assert isinstance(options, RepoEnvOptions)
-        engine_cls = load_backend(options.engine)
-        engine_options = engine_cls.options_model.model_validate(options.engine_options)
+        opts = cls.coerce_options(options)
+        engine_cls = load_backend(opts.engine)
+        engine_options = engine_cls.options_model.model_validate(opts.engine_options)
         return engine_cls.capabilities_for(engine_options)
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
-        engine = options.engine if isinstance(options, RepoEnvOptions) else "docker"
+        opts = cls.coerce_options(options)
+        engine = opts.engine
         try:
             engine_cls = load_backend(engine)
         except Exception as exc:  # any reason the engine cannot load
             return Availability(False, f"engine {engine!r}: {exc}")
-        engine_options = options.engine_options if isinstance(options, RepoEnvOptions) else {}
+        engine_options = opts.engine_options
         found = engine_cls.availability(engine_cls.options_model.model_validate(engine_options))
         return found if found else Availability(False, f"engine {engine!r}: {found.reason}")
 

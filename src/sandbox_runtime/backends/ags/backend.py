@@ -36,7 +36,7 @@ import httpcore
 import httpx
 
 from sandbox_runtime._output import HeadTailBuffer
-from sandbox_runtime._shell import NO_CWD_EXIT, NO_CWD_MARKER
+from sandbox_runtime._shell import check_cwd
 from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -76,17 +76,15 @@ _MISSING_EXIT = 44
 _NETWORK_ERRORS = (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, OSError)
 
 
-class AgsBackend(Backend):
+class AgsBackend(Backend[AgsOptions]):
     """A sandbox as an AGS instance; see the module docstring."""
 
     name = "ags"
     options_model = AgsOptions
     extra = "ags"
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: AgsOptions) -> None:
         super().__init__(config, options)
-        assert isinstance(options, AgsOptions)
-        self._opts = options
         self._plane = options.resolved_control_plane
         self._instance_id: str | None = None
         self._session: EnvdSession | None = None
@@ -104,7 +102,7 @@ class AgsBackend(Backend):
         """Needs the SDKs in the supported range and credentials for the chosen plane."""
         try:
             check_sdk_version()
-            opts = options if isinstance(options, AgsOptions) else AgsOptions()
+            opts = cls.coerce_options(options)
         except (BackendUnavailableError, ValueError) as exc:
             return Availability(False, str(exc))
         if opts.resolved_control_plane == "cloud" and not opts.has_cloud_credentials:
@@ -128,7 +126,7 @@ class AgsBackend(Backend):
         Credentials and endpoints come from ``options`` or the environment, as for sandboxes;
         see :mod:`sandbox_runtime.backends.ags._reaper`.
         """
-        opts = options if isinstance(options, AgsOptions) else AgsOptions()
+        opts = cls.coerce_options(options)
         return [
             ReapedSandbox(cls.name, instance_id, reason)
             for instance_id, reason in reap_instances(opts, dry_run=dry_run)
@@ -145,10 +143,10 @@ class AgsBackend(Backend):
         values = [
             s.get_secret_value()
             for s in (
-                self._opts.secret_id,
-                self._opts.secret_key,
-                self._opts.session_token,
-                self._opts.api_key,
+                self.options.secret_id,
+                self.options.secret_key,
+                self.options.session_token,
+                self.options.api_key,
             )
             if s is not None
         ]
@@ -164,7 +162,7 @@ class AgsBackend(Backend):
 
     def _cloud_client(self) -> AgsCloudClient:
         if self._cloud is None:
-            self._cloud = cloud_client(self._opts)
+            self._cloud = cloud_client(self.options)
         return self._cloud
 
     def _tool(self) -> tuple[str | None, str | None, str | None]:
@@ -173,7 +171,7 @@ class AgsBackend(Backend):
         With a mapping, an image found there starts its own tool (by name, which survives a
         tool being recreated; by id if the entry has no name) and needs no override.
         """
-        opts, image = self._opts, self.config.image
+        opts, image = self.options, self.config.image
         if opts.tool_mapping is not None and image:
             mapped = load_mapping(opts.tool_mapping).resolve(image)
             if mapped is not None:
@@ -234,7 +232,7 @@ class AgsBackend(Backend):
         self, began: float, tool_id: str | None, tool_name: str | None, image: str | None
     ) -> None:
         client = self._cloud_client()
-        opts = self._opts
+        opts = self.options
         custom: dict[str, Any] = {}
         if image:
             custom["Image"] = image
@@ -287,20 +285,20 @@ class AgsBackend(Backend):
     def _connect_cloud(self) -> None:
         assert self._instance_id is not None
         token = self._cloud_client().acquire_token(self._instance_id)
-        _api_url, sandbox_url = self._opts.e2b_urls()
+        _api_url, sandbox_url = self.options.e2b_urls()
         session = EnvdSession.connect(
             sandbox_id=self._instance_id,
             access_token=token.token.get_secret_value() or None,
-            domain=self._opts.resolved_domain,
+            domain=self.options.resolved_domain,
             sandbox_url=sandbox_url,
-            envd_version=self._opts.envd_version,
-            request_timeout=self._opts.request_timeout,
+            envd_version=self.options.envd_version,
+            request_timeout=self.options.request_timeout,
         )
         with self._session_lock:
             self._session = session
 
     def _start_e2b(self, template: str | None, image: str | None) -> None:
-        opts = self._opts
+        opts = self.options
         if opts.api_key is None:
             raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
         if image:
@@ -362,7 +360,7 @@ class AgsBackend(Backend):
             elif self._session is not None:
                 session = self._session
                 call_with_retries(
-                    lambda: session.sandbox.kill(request_timeout=self._opts.request_timeout),
+                    lambda: session.sandbox.kill(request_timeout=self.options.request_timeout),
                     lambda exc: isinstance(exc, (e2b_errors.RateLimitException, *_NETWORK_ERRORS)),
                     description="AGS e2b kill",
                     policy=RetryPolicy(attempts=4, max_delay=30.0),
@@ -497,17 +495,15 @@ class AgsBackend(Backend):
             exit_code = end[0]
             if exit_code < 0:  # killed by a signal, reported the way a shell does
                 exit_code = 137 if "killed" in end[1] else 128 + 15
-        if exit_code == NO_CWD_EXIT and stderr.getvalue().startswith(NO_CWD_MARKER.encode()):
-            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
-        return ExecResult(
-            command=request.display,
-            exit_code=exit_code,
-            stdout_bytes=stdout.getvalue(),
-            stderr_bytes=stderr.getvalue(),
-            duration=time.monotonic() - began,
+        if not timed_out.is_set():
+            check_cwd(exit_code, stderr.getvalue(), request.cwd)
+        return ExecResult.from_buffers(
+            request.display,
+            exit_code,
+            stdout,
+            stderr,
+            began=began,
             timed_out=timed_out.is_set(),
-            stdout_truncated=stdout.truncated,
-            stderr_truncated=stderr.truncated,
         )
 
     def _kill_command(self, pidfile: str, pid_box: list[int]) -> None:

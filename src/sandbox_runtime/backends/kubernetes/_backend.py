@@ -40,7 +40,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 from sandbox_runtime.ownership import why_reapable
-from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.results import ExecResult
 from sandbox_runtime.retry import call_with_retries
 
 from ._client import (
@@ -100,7 +100,7 @@ def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> Sandbox
     return BackendError(f"{verb} failed: {describe(exc)}")
 
 
-class KubernetesBackend(Backend):
+class KubernetesBackend(Backend[KubernetesOptions]):
     """A sandbox as a Kubernetes pod; see the module docstring."""
 
     name = "kubernetes"
@@ -110,10 +110,8 @@ class KubernetesBackend(Backend):
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
     capabilities = frozenset({Capability.ENGINE_IMAGES})
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: KubernetesOptions) -> None:
         super().__init__(config, options)
-        assert isinstance(options, KubernetesOptions)
-        self._opts = options
         self._pod = options.name_prefix + uuid.uuid4().hex[:16]
         self._cluster: Cluster | None = None
         self._started = False
@@ -126,7 +124,7 @@ class KubernetesBackend(Backend):
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Load the configuration and list one pod: reachable, authenticated, allowed."""
-        opts = options if isinstance(options, KubernetesOptions) else KubernetesOptions()
+        opts = cls.coerce_options(options)
         try:
             cluster = connect(opts)
         except BackendUnavailableError as exc:
@@ -148,7 +146,7 @@ class KubernetesBackend(Backend):
     def cluster(self) -> Cluster:
         """The configured client (connects on first use)."""
         if self._cluster is None:
-            self._cluster = connect(self._opts)
+            self._cluster = connect(self.options)
         return self._cluster
 
     def _call(self, description: str, operation: Any) -> Any:
@@ -157,7 +155,7 @@ class KubernetesBackend(Backend):
     # -- lifecycle -------------------------------------------------------------------------
 
     def _manifest(self) -> dict[str, Any]:
-        config, opts = self.config, self._opts
+        config, opts = self.config, self.options
         lifetime = max(1, math.ceil(config.lifetime))
         labels, annotations = pod_metadata(
             lifetime=config.lifetime, run_id=config.run_id, user_labels=config.labels
@@ -237,7 +235,7 @@ class KubernetesBackend(Backend):
                     cluster.namespace,
                     manifest,
                     _preload_content=False,
-                    _request_timeout=self._opts.api_timeout,
+                    _request_timeout=self.options.api_timeout,
                 )
             except ApiException as exc:
                 # 409 for our own random name: an earlier attempt went through, answer lost.
@@ -264,7 +262,7 @@ class KubernetesBackend(Backend):
                 self._pod,
                 cluster.namespace,
                 _preload_content=False,
-                _request_timeout=self._opts.api_timeout,
+                _request_timeout=self.options.api_timeout,
             )
 
         try:
@@ -358,7 +356,7 @@ class KubernetesBackend(Backend):
                     cluster.namespace,
                     grace_period_seconds=0,
                     _preload_content=False,
-                    _request_timeout=self._opts.api_timeout,
+                    _request_timeout=self.options.api_timeout,
                 )
             except ApiException as exc:
                 if status_code(exc) != 404:
@@ -440,23 +438,19 @@ class KubernetesBackend(Backend):
         deadline = None if request.timeout is None else began + request.timeout
         outcome = self._exec_argv(argv, request.stdin, deadline, request.max_output_bytes)
         timed_out = not outcome.finished
+        exit_code = 0
         if timed_out:
             self._kill_group(token)
-            exit_code = TIMEOUT_EXIT_CODE
         else:
             exit_code = self._exit_code(outcome)
-        stderr = outcome.stderr.getvalue()
-        if exit_code == _shell.NO_CWD_EXIT and stderr.startswith(_shell.NO_CWD_MARKER.encode()):
-            raise SandboxFileNotFoundError(f"working directory does not exist: {request.cwd}")
-        return ExecResult(
-            command=request.display,
-            exit_code=exit_code,
-            stdout_bytes=outcome.stdout.getvalue(),
-            stderr_bytes=stderr,
-            duration=time.monotonic() - began,
+            _shell.check_cwd(exit_code, outcome.stderr.getvalue(), request.cwd)
+        return ExecResult.from_buffers(
+            request.display,
+            exit_code,
+            outcome.stdout,
+            outcome.stderr,
+            began=began,
             timed_out=timed_out,
-            stdout_truncated=outcome.stdout.truncated,
-            stderr_truncated=outcome.stderr.truncated,
         )
 
     def _kill_group(self, token: str) -> None:
@@ -503,7 +497,7 @@ class KubernetesBackend(Backend):
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
         """Delete this library's pods that ended, expired, or lost their owner process."""
-        opts = options if isinstance(options, KubernetesOptions) else KubernetesOptions()
+        opts = cls.coerce_options(options)
         cluster = connect(opts)
         try:
             listing = read_json(

@@ -208,17 +208,15 @@ class _Bubblewrap:
         return args
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[LocalOptions]):
     """Sandboxes as host directories and processes; see the module docstring."""
 
     name = "local"
     options_model = LocalOptions
     capabilities = frozenset({Capability.DIRECTORY_IMAGES, Capability.SHARED_HOST_FILESYSTEM})
 
-    def __init__(self, config: SandboxConfig, options: BackendOptions) -> None:
+    def __init__(self, config: SandboxConfig, options: LocalOptions) -> None:
         super().__init__(config, options)
-        assert isinstance(options, LocalOptions)
-        self._opts = options
         self._id = f"local-{uuid.uuid4().hex[:16]}"
         self._base = options.base_dir or _default_base_dir()
         self._home = self._base / f"sbx-{self._id.removeprefix('local-')}"
@@ -231,8 +229,9 @@ class LocalBackend(Backend):
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Always usable; ``namespace`` isolation additionally needs working bubblewrap."""
-        if isinstance(options, LocalOptions) and options.isolation == "namespace":
-            problem = _Bubblewrap.problem(options.bwrap_path)
+        opts = cls.coerce_options(options)
+        if opts.isolation == "namespace":
+            problem = _Bubblewrap.problem(opts.bwrap_path)
             if problem:
                 return Availability(False, problem)
         return Availability(True)
@@ -251,10 +250,10 @@ class LocalBackend(Backend):
 
     def start(self) -> None:
         """Create the sandbox directory, copy the template, and arm the lifetime watchdog."""
-        if not self._opts.network and self._opts.isolation != "namespace":
+        if not self.options.network and self.options.isolation != "namespace":
             raise ConfigError("local backend: network=False needs isolation='namespace'")
-        if self._opts.isolation == "namespace":
-            problem = _Bubblewrap.problem(self._opts.bwrap_path)
+        if self.options.isolation == "namespace":
+            problem = _Bubblewrap.problem(self.options.bwrap_path)
             if problem:
                 raise BackendUnavailableError(f"local backend, namespace isolation: {problem}")
         limits = self.config.resources.model_dump(exclude_none=True)
@@ -379,10 +378,10 @@ class LocalBackend(Backend):
             if isinstance(request.command, str)
             else list(request.command)
         )
-        env = dict(os.environ) if self._opts.inherit_env else {"PATH": os.defpath}
-        if self._opts.isolation == "namespace":
+        env = dict(os.environ) if self.options.inherit_env else {"PATH": os.defpath}
+        if self.options.isolation == "namespace":
             argv = _Bubblewrap.argv(
-                self._opts.bwrap_path, self._root, request.cwd, self._opts.network
+                self.options.bwrap_path, self._root, request.cwd, self.options.network
             )
             if not isinstance(request.command, str):
                 # bwrap reports a missing program as its own exit 1; sh reports 127 like a shell.
@@ -468,11 +467,7 @@ class LocalBackend(Backend):
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
         """Remove sandbox directories (and their processes) that expired or lost their owner."""
-        base = (
-            options.base_dir
-            if isinstance(options, LocalOptions) and options.base_dir
-            else _default_base_dir()
-        )
+        base = cls.coerce_options(options).base_dir or _default_base_dir()
         reaped: list[ReapedSandbox] = []
         if not base.is_dir():
             return reaped

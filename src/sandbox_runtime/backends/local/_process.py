@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from sandbox_runtime._output import HeadTailBuffer
-from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.results import ExecResult
 
 __all__ = ["run_process"]
 
@@ -66,21 +66,10 @@ def run_process(
                 with contextlib.suppress(OSError):
                     stream.close()
         returncode = process.wait()
-    if timed_out:
-        exit_code = TIMEOUT_EXIT_CODE
-    elif returncode < 0:
-        exit_code = 128 - returncode  # killed by a signal: report it the way a shell does
-    else:
-        exit_code = returncode
-    return ExecResult(
-        command=display,
-        exit_code=exit_code,
-        stdout_bytes=stdout.getvalue(),
-        stderr_bytes=stderr.getvalue(),
-        duration=time.monotonic() - began,
-        timed_out=timed_out,
-        stdout_truncated=stdout.truncated,
-        stderr_truncated=stderr.truncated,
+    # A negative return code is a signal: report it the way a shell does.
+    exit_code = 128 - returncode if returncode < 0 else returncode
+    return ExecResult.from_buffers(
+        display, exit_code, stdout, stderr, began=began, timed_out=timed_out
     )
 
 
