@@ -1,14 +1,17 @@
 """The in-sandbox wrapper for backends that run commands through an exec API.
 
-Docker's exec (and ``kubectl exec``) cannot kill what a command started and cannot tell a
-missing working directory from a failing command.  So each command runs inside one shell
-process that changes directory and then ``eval``s the command text.  That shell is a session
-leader under these exec APIs, so its pid is also the process-group id of everything the
-command starts.  The backend puts a unique token in the command's environment
-(``SANDBOX_RUNTIME_EXEC``), which every descendant inherits even across ``exec`` and
-``setsid``; when a timeout fires, the kill script finds the processes by that token and kills
-them and their groups.  No pid file is written and no helper process is forked, so the
-wrapper costs nothing measurable over running the command bare (see docs/performance.md).
+Docker's exec, ``kubectl exec`` and envd's process API cannot kill what a command started
+and cannot tell a missing working directory from a failing command.  So each command runs
+inside one shell process that changes directory and then ``eval``s the command text.  The
+backend puts a unique token in the command's environment (``SANDBOX_RUNTIME_EXEC``), which
+every descendant inherits even across ``exec`` and ``setsid``; when a timeout fires, the kill
+script finds the processes by that token and kills them and the process groups they lead.
+That works whether or not the wrapper leads its own session (it does under docker and
+kubernetes exec, not under envd, whose own group must survive), and it reaches ``setsid``
+children that a process-group kill would miss.  No pid file is written and no helper process
+is forked, so the wrapper costs nothing measurable over running the command bare (see
+docs/performance.md).  Standard input can come from a file (envd has no stdin stream for a
+command started this way): the wrapper opens it and removes it before the command runs.
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ _CD = (
     'cd -- "$1" 2>/dev/null || { printf "%s%s\\n" "' + NO_CWD_MARKER + '" "$1" >&2; '
     f"exit {NO_CWD_EXIT}; }}; "
 )
+# $3 = a file to read standard input from, or empty: opened, then removed.
+_STDIN = '[ -z "$3" ] || { exec <"$3" && rm -f -- "$3"; }; '
 # $0 = token, $1 = working directory, $2 = shell text.  The positional parameters are
 # cleared and the helper variable unset before the command runs, so it sees a clean shell.
-_EVAL = _CD + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
+_EVAL = _CD + _STDIN + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
 # When the shell is unknown: sh checks for bash and replaces itself with it (same pid),
 # keeping the token as bash's $0 so it stays on the command line.
 _AUTO = (
     _CD
+    + _STDIN
     + 'if command -v bash >/dev/null 2>&1; then exec bash -c "$2" "$0"; fi; exec sh -c "$2" "$0"'
 )
 
@@ -69,17 +75,23 @@ def shell_text(command: str | tuple[str, ...]) -> str:
 
 
 def wrapped_argv(
-    command: str | tuple[str, ...], cwd: str, token: str, shell: str | None = None
+    command: str | tuple[str, ...],
+    cwd: str,
+    token: str,
+    shell: str | None = None,
+    stdin_file: str | None = None,
 ) -> list[str]:
     """The argument vector that runs ``command`` in ``cwd``, findable by ``token``.
 
     ``shell`` is the interpreter to use (``bash`` when the image is known to have it, else
     ``/bin/sh``); ``None`` lets ``/bin/sh`` pick bash when present, at the cost of one exec.
+    ``stdin_file`` is a sandbox file that becomes the command's standard input (and is
+    removed); the caller sets ``TOKEN_VAR=token`` in the command's environment.
     """
     text = shell_text(command)
     if shell is None:
-        return ["/bin/sh", "-c", _AUTO, token, cwd, text]
-    return [shell, "-c", _EVAL, token, cwd, text]
+        return ["/bin/sh", "-c", _AUTO, token, cwd, text, stdin_file or ""]
+    return [shell, "-c", _EVAL, token, cwd, text, stdin_file or ""]
 
 
 def kill_group_script(token: str) -> list[str]:

@@ -8,11 +8,11 @@ tool management alike.  Secrets stay ``SecretStr`` until the SDK signs with them
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from sandbox_runtime.backends.ags.environment import fill_from_environment
 from sandbox_runtime.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,14 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgsConnection", "split_endpoint"]
 
-_FROM_ENV = {
-    "secret_id": "TENCENTCLOUD_SECRET_ID",
-    "secret_key": "TENCENTCLOUD_SECRET_KEY",
-    "session_token": "TENCENTCLOUD_SESSION_TOKEN",
-    "region": "AGS_REGION",
-    "endpoint": "AGS_ENDPOINT",
-    "tcr_endpoint": "TCR_ENDPOINT",
-}
 
 
 def split_endpoint(endpoint: str) -> tuple[str, str]:
@@ -70,15 +62,7 @@ class AgsConnection(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_environment(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        filled = {k: v for k, v in data.items() if v is not None}
-        for name, variable in _FROM_ENV.items():
-            if name not in filled and os.environ.get(variable):
-                filled[name] = os.environ[variable]
-        if "region" not in filled and os.environ.get("TENCENTCLOUD_REGION"):
-            filled["region"] = os.environ["TENCENTCLOUD_REGION"]
-        return filled
+        return fill_from_environment(data, cls.model_fields)
 
     @classmethod
     def from_env(cls, **given: Any) -> AgsConnection:

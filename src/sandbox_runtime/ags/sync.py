@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from sandbox_runtime.backends.ags.cloud import AgsApiError, AgsCloudClient
 from sandbox_runtime.backends.ags.mapping import MappedTool, ToolMapping
@@ -46,10 +46,8 @@ from sandbox_runtime.errors import ConfigError, SandboxError, SandboxTimeoutErro
 
 from .registry import PushItem, PushResult, RegistryPusher, split_reference
 from .tools import (
-    ENVD_PORT,
-    EnvdInImage,
-    EnvdMount,
     ToolInfo,
+    ToolSettings,
     ToolSpec,
     get_tool,
     wait_for_tools,
@@ -125,26 +123,12 @@ def assign_tool_names(images: Sequence[str], taken: Iterable[str] = ()) -> dict[
     return names
 
 
-class ToolTemplate(BaseModel):
-    """What every tool of a sync shares; names, images and tags are filled in per image."""
+class ToolTemplate(ToolSettings):
+    """What every tool of a sync shares; names, images and tags are filled in per image.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
-    """Registry type of the images when they are not pushed (a push sets its own)."""
-    envd: EnvdInImage | EnvdMount = Field(default_factory=EnvdMount, discriminator="kind")
-    ports: tuple[int, ...] = (ENVD_PORT,)
-    cpu: str = "2000m"
-    memory: str = "4Gi"
-    storage: Literal["1Gi", "5Gi", "10Gi", "20Gi"] | None = None
-    role_arn: str | None = None
-    network_mode: Literal["PUBLIC", "VPC", "SANDBOX"] = "PUBLIC"
-    subnet_ids: tuple[str, ...] = ()
-    security_group_ids: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    tags: dict[str, str] = Field(default_factory=dict)
-    """Extra tags on every tool (the sync's own tags win on conflict)."""
-    default_timeout: str = "1h"
+    ``image_registry_type`` applies to images that are not pushed (a push sets its own);
+    ``tags`` are extra tags on every tool (the sync's own tags win on conflict).
+    """
 
     def spec(self, name: str, image: str, registry_type: str, tags: dict[str, str]) -> ToolSpec:
         """The full spec of one tool."""

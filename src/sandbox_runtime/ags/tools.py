@@ -33,6 +33,7 @@ __all__ = [
     "ToolFailedError",
     "ToolInfo",
     "ToolNotFoundError",
+    "ToolSettings",
     "ToolSpec",
     "create_tool",
     "delete_tool",
@@ -112,23 +113,19 @@ class EnvdMount(BaseModel):
     """Where the binary appears in the instance (read-only)."""
 
 
-class ToolSpec(BaseModel):
-    """Everything ``CreateSandboxTool`` needs for a ``custom`` tool; see the module docstring."""
+class ToolSettings(BaseModel):
+    """What a tool is made of besides its name, image and entrypoint.
+
+    Shared by :class:`ToolSpec` (one tool) and ``sync.ToolTemplate`` (what every tool of a
+    dataset sync shares), so both validate the same way.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: ToolName
-    """Tool name, unique per account: 1-50 of ``[A-Za-z0-9_-]``."""
-    image: str = Field(min_length=1)
-    """Image the instances run (TCR ``*.tencentcloudcr.com/...`` or CCR reference)."""
     image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
     """``enterprise`` (TCR), ``personal`` (CCR), ``custom`` or ``system``."""
     envd: EnvdInImage | EnvdMount = Field(default_factory=EnvdMount, discriminator="kind")
     """How envd gets into the instance."""
-    command: tuple[str, ...] | None = None
-    """Entrypoint; default: envd (see :attr:`envd`) listening on 49983."""
-    args: tuple[str, ...] | None = None
-    """Arguments of :attr:`command`; default ``-port 49983`` when envd is the command."""
     ports: tuple[int, ...] = (ENVD_PORT,)
     """Ports the instance serves (envd's must be among them)."""
     cpu: str = "2000m"
@@ -147,15 +144,8 @@ class ToolSpec(BaseModel):
     """Cloud tags; sync puts ``image=<source image>`` here to find the tool again."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment of the instance's processes."""
-    description: str = Field(default="", max_length=200)
     default_timeout: Annotated[str, AfterValidator(_duration)] = "1h"
     """Default instance lifetime (``"5m"``, max 24 h); the backend sets its own per instance."""
-    probe_path: str = "/health"
-    probe_port: int = Field(default=ENVD_PORT, gt=0, lt=65536)
-    probe_period_ms: int = Field(default=2000, gt=0)
-    probe_timeout_ms: int = Field(default=1000, gt=0)
-    probe_failure_threshold: int = Field(default=30, gt=0)
-    probe_ready_timeout_ms: int = Field(default=60000, gt=0)
 
     @field_validator("tags")
     @classmethod
@@ -174,6 +164,26 @@ class ToolSpec(BaseModel):
         if any(not 0 < p < 65536 for p in ports):
             raise ValueError(f"ports must be between 1 and 65535, got {ports}")
         return ports
+
+
+class ToolSpec(ToolSettings):
+    """Everything ``CreateSandboxTool`` needs for a ``custom`` tool; see the module docstring."""
+
+    name: ToolName
+    """Tool name, unique per account: 1-50 of ``[A-Za-z0-9_-]``."""
+    image: str = Field(min_length=1)
+    """Image the instances run (TCR ``*.tencentcloudcr.com/...`` or CCR reference)."""
+    command: tuple[str, ...] | None = None
+    """Entrypoint; default: envd (see :attr:`envd`) listening on 49983."""
+    args: tuple[str, ...] | None = None
+    """Arguments of :attr:`command`; default ``-port 49983`` when envd is the command."""
+    description: str = Field(default="", max_length=200)
+    probe_path: str = "/health"
+    probe_port: int = Field(default=ENVD_PORT, gt=0, lt=65536)
+    probe_period_ms: int = Field(default=2000, gt=0)
+    probe_timeout_ms: int = Field(default=1000, gt=0)
+    probe_failure_threshold: int = Field(default=30, gt=0)
+    probe_ready_timeout_ms: int = Field(default=60000, gt=0)
 
     def _entrypoint(self) -> tuple[list[str], list[str]]:
         if self.command is not None:

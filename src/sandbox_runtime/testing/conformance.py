@@ -147,6 +147,15 @@ class SandboxConformance:
         assert not sandbox.exists("late.txt")
         assert sandbox.exec("echo still-usable").stdout == "still-usable\n"
 
+    def test_timeout_kills_children_that_left_the_group(self, sandbox: SandboxRuntime) -> None:
+        # setsid puts the child in a new session, out of reach of a process-group kill.
+        result = sandbox.exec(
+            "(setsid sh -c 'sleep 3; echo late > late.txt' &) ; sleep 60", timeout=1
+        )
+        assert result.timed_out
+        time.sleep(4)
+        assert not sandbox.exists("late.txt")
+
     def test_check_raises_typed_errors(self, sandbox: SandboxRuntime) -> None:
         with pytest.raises(CommandFailedError) as failed:
             sandbox.exec("echo boom >&2; exit 7", check=True)

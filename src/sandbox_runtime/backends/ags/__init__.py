@@ -2,7 +2,7 @@
 
 Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime[ags]'``.
 Modules: ``cloud`` (the typed Cloud API client every AGS caller shares), ``mapping`` (the
-image -> tool file), ``_options``, ``_dataplane`` (envd through the e2b SDK), ``_wrapper``,
+image -> tool file), ``_options``, ``_dataplane`` (envd through the e2b SDK), ``environment``,
 ``_reaper`` and ``backend`` (:class:`AgsBackend`).  Tool management
 (:mod:`sandbox_runtime.ags`) sits above this package and uses ``cloud`` and ``mapping``.
 See ``docs/ags.md`` for the guide and ``docs/ags-emulator.md`` for the local emulator.

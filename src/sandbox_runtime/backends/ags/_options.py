@@ -9,7 +9,6 @@ environment (never written to it): ``TENCENTCLOUD_SECRET_ID``/``TENCENTCLOUD_SEC
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,21 +18,10 @@ from sandbox_runtime.config import BackendOptions
 from sandbox_runtime.errors import ConfigError
 
 from .cloud import AgsCloudClient
+from .environment import fill_from_environment
 
 __all__ = ["AgsOptions", "cloud_client"]
 
-_FROM_ENV = {
-    "secret_id": "TENCENTCLOUD_SECRET_ID",
-    "secret_key": "TENCENTCLOUD_SECRET_KEY",
-    "session_token": "TENCENTCLOUD_SESSION_TOKEN",
-    "api_key": "E2B_API_KEY",
-    "region": "AGS_REGION",
-    "tool_name": "AGS_TOOL_NAME",
-    "tool_id": "AGS_TOOL_ID",
-    "tool_mapping": "AGS_TOOL_MAPPING",
-    "endpoint": "AGS_ENDPOINT",
-    "domain": "E2B_DOMAIN",
-}
 
 
 class AgsOptions(BackendOptions):
@@ -87,15 +75,7 @@ class AgsOptions(BackendOptions):
     @model_validator(mode="before")
     @classmethod
     def _from_environment(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        filled = dict(data)
-        for name, variable in _FROM_ENV.items():
-            if filled.get(name) is None and os.environ.get(variable):
-                filled[name] = os.environ[variable]
-        if filled.get("region") is None and os.environ.get("TENCENTCLOUD_REGION"):
-            filled["region"] = os.environ["TENCENTCLOUD_REGION"]
-        return filled
+        return fill_from_environment(data, cls.model_fields)
 
     @property
     def has_cloud_credentials(self) -> bool:

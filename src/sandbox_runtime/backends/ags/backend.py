@@ -15,9 +15,10 @@ Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written
 ``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
 file without any control-plane call (see :mod:`sandbox_runtime.backends.ags.mapping`).
 
-Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the wrapper
-in ``_wrapper``; a timeout kills the command's whole process group and returns the output
-so far with exit code 124, and a non-zero exit is returned as data with its output.
+Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the shared
+in-sandbox wrapper (:mod:`sandbox_runtime._shell`); a timeout kills every process the command
+started, ``setsid`` children included, and returns the output so far with exit code 124, and a
+non-zero exit is returned as data with its output.
 
 SDK errors are translated here, at the boundary, into :mod:`sandbox_runtime.errors`.
 """
@@ -35,6 +36,7 @@ from typing import Any, TypeVar
 import httpcore
 import httpx
 
+from sandbox_runtime import _shell
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import check_cwd
 from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
@@ -54,7 +56,6 @@ from sandbox_runtime.ownership import make_labels
 from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
-from . import _wrapper
 from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
 from ._options import AgsOptions, cloud_client
 from ._reaper import reap_instances
@@ -71,6 +72,8 @@ _MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600
 # that ends the stream even if our own kill never reached the sandbox.
 _SERVER_DEADLINE_GRACE = 30.0
 _KILL_TIMEOUT = 15.0
+#: Where a command's standard input and uploaded archives wait (envd creates parents).
+_STDIN_DIR = "/tmp/.sandbox-runtime"
 _UNLIMITED = 1 << 40
 _MISSING_EXIT = 44
 _NETWORK_ERRORS = (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, OSError)
@@ -438,14 +441,14 @@ class AgsBackend(Backend[AgsOptions]):
         """Run one command under the wrapper; see the module docstring for the guarantees."""
         session = self._require_session()
         began = time.monotonic()
-        token = uuid.uuid4().hex
-        pidfile = f"{_wrapper.STATE_DIR}/{token}.pid"
+        token = _shell.new_token()
         stdin_file = None
         if request.stdin is not None:
-            stdin_file = f"{_wrapper.STATE_DIR}/{token}.stdin"
+            stdin_file = f"{_STDIN_DIR}/{token}.stdin"
             data = request.stdin
             self._translated(lambda: session.write(stdin_file, data), "upload stdin")
-        argv = _wrapper.wrapped_argv(request.command, request.cwd, pidfile, stdin_file)
+        argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file)
+        envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout = HeadTailBuffer(request.max_output_bytes)
         stderr = HeadTailBuffer(request.max_output_bytes)
         timeout = request.timeout
@@ -454,7 +457,7 @@ class AgsBackend(Backend[AgsOptions]):
 
         def on_deadline() -> None:
             timed_out.set()
-            self._kill_command(pidfile, pid_box)
+            self._kill_command(token, pid_box)
 
         timer = threading.Timer(timeout, on_deadline) if timeout is not None else None
         server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
@@ -463,7 +466,7 @@ class AgsBackend(Backend[AgsOptions]):
         def run() -> tuple[int, str] | None:
             nonlocal end
             current = self._require_session()
-            for kind, value in current.start(argv, envs=request.env, server_timeout=server_timeout):
+            for kind, value in current.start(argv, envs=envs, server_timeout=server_timeout):
                 if kind == "start":
                     pid_box.append(value)
                     if timer is not None and len(pid_box) == 1:
@@ -506,14 +509,14 @@ class AgsBackend(Backend[AgsOptions]):
             timed_out=timed_out.is_set(),
         )
 
-    def _kill_command(self, pidfile: str, pid_box: list[int]) -> None:
-        """Kill a timed-out command's process group, then its wrapper (ends the stream)."""
+    def _kill_command(self, token: str, pid_box: list[int]) -> None:
+        """Kill every process of a timed-out command, then its wrapper (ends the stream)."""
         session = self._session
         if session is None:
             return
         try:
             for _ in session.start(
-                _wrapper.kill_argv(pidfile), envs={}, server_timeout=_KILL_TIMEOUT
+                _shell.kill_group_script(token), envs={}, server_timeout=_KILL_TIMEOUT
             ):
                 pass
         except Exception as exc:
@@ -558,7 +561,7 @@ class AgsBackend(Backend[AgsOptions]):
     def put_archive(self, data: bytes) -> None:
         """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
         session = self._require_session()
-        archive = f"{_wrapper.STATE_DIR}/{uuid.uuid4().hex}.tar"
+        archive = f"{_STDIN_DIR}/{uuid.uuid4().hex}.tar"
         self._translated(lambda: session.write(archive, data), "upload archive")
         script = (
             'if tar --version 2>/dev/null | grep -q GNU; then tar --no-overwrite-dir -xf "$1" -C /;'

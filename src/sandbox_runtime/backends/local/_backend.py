@@ -42,7 +42,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from sandbox_runtime import _archive
+from sandbox_runtime import _archive, _shell
 from sandbox_runtime.backend import (
     Availability,
     Backend,
@@ -396,6 +396,8 @@ class LocalBackend(Backend[LocalOptions]):
             cwd_for_popen = cwd_host
         env.update(request.env)
         env[_MARKER_VAR] = self._id
+        token = _shell.new_token()
+        env[_shell.TOKEN_VAR] = token
         try:
             return run_process(
                 argv,
@@ -405,6 +407,7 @@ class LocalBackend(Backend[LocalOptions]):
                 stdin=request.stdin,
                 max_output_bytes=request.max_output_bytes,
                 display=request.display,
+                kill_marker=f"{_shell.TOKEN_VAR}={token}",
             )
         except FileNotFoundError as exc:
             # An argument vector naming a missing program: report it as a shell would.

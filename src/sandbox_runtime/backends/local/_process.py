@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime.results import ExecResult
 
-__all__ = ["run_process"]
+__all__ = ["kill_marked", "run_process"]
 
 _READ_SIZE = 65536
 # After the command exits, background children may still hold the pipes open; their
@@ -37,8 +37,14 @@ def run_process(
     max_output_bytes: int,
     display: str,
     on_start: Callable[[int], None] | None = None,
+    kill_marker: str | None = None,
 ) -> ExecResult:
-    """Run ``argv`` and return its result; see the module docstring for the rules."""
+    """Run ``argv`` and return its result; see the module docstring for the rules.
+
+    ``kill_marker`` is a ``NAME=value`` entry of ``env`` unique to this command: on timeout,
+    every process whose environment carries it is killed too, so children that left the
+    process group (``setsid``, daemons) do not outlive the command.
+    """
     began = time.monotonic()
     deadline = None if timeout is None else began + timeout
     process = subprocess.Popen(
@@ -61,6 +67,8 @@ def run_process(
     finally:
         if timed_out:
             _kill_group(process.pid)
+            if kill_marker is not None:
+                kill_marked(kill_marker)
         for stream in (process.stdout, process.stderr, process.stdin):
             if stream is not None:
                 with contextlib.suppress(OSError):
@@ -76,6 +84,32 @@ def run_process(
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def kill_marked(marker: str) -> int:
+    """SIGKILL every process (and the group it leads) whose environment holds ``marker``.
+
+    Reads ``/proc/<pid>/environ``, which only the processes' owner (or root) can read, so it
+    never reaches another user's processes.  Returns how many were found.
+    """
+    wanted = marker.encode()
+    found = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if wanted in entries:
+            found += 1
+            pid = int(name)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    return found
 
 
 def _open_pidfd(pid: int) -> int | None:
