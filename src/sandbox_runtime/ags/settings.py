@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["AgsConnection", "split_endpoint"]
 
 
-
 def split_endpoint(endpoint: str) -> tuple[str, str]:
     """``"http://127.0.0.1:8900"`` as ``("http", "127.0.0.1:8900")``; a bare host is https."""
     scheme, sep, host = endpoint.partition("://")

@@ -60,7 +60,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
         "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'"
     ) from exc
 
-__all__ = ["DockerBackend", "DockerOptions"]
+__all__ = ["DockerBackend", "DockerOptions", "hijack_exec"]
 
 logger = logging.getLogger("sandbox_runtime.docker")
 
@@ -501,32 +501,44 @@ class _Outcome:
     interpreter_missing: bool = False
 
 
+def hijack_exec(api: Any, exec_id: str, *, tty: bool = False) -> tuple[socket.socket, bytes, Any]:
+    """Start an exec and take its hijacked connection: ``(socket, bytes already read, response)``.
+
+    docker-py's ``exec_start(socket=True)`` loses the bytes that the HTTP layer buffered while
+    parsing the upgrade answer, so a fast command's output could vanish; those bytes are
+    taken here first, without blocking.  The socket is left non-blocking.  Shared with the
+    Kubernetes emulator, whose pods' exec streams are Docker execs too.
+    """
+    response = api._post_json(
+        api._url("/exec/{0}/start", exec_id),
+        headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+        data={"Tty": tty, "Detach": False},
+        stream=True,
+    )
+    api._raise_for_status(response)
+    buffered_reader = response.raw._fp.fp
+    raw = buffered_reader.raw
+    sock: socket.socket = getattr(raw, "_sock", raw)
+    sock.setblocking(False)
+    try:
+        pending = bytes(buffered_reader.read1(_READ_SIZE) or b"")
+    except (BlockingIOError, OSError):
+        pending = b""
+    return sock, pending, response
+
+
 class _ExecStream:
     """The hijacked connection of one exec: write stdin, read demultiplexed output by deadline.
 
     I/O goes through the raw, non-blocking socket with ``select`` so that a deadline can
     interrupt it and stdin can be written while output is read (``cat`` of a large input
     would otherwise deadlock on full buffers).
-    Bytes that the HTTP layer already buffered while parsing the upgrade response are taken
-    first, without blocking, so that nothing a fast command printed is lost.
+    The connection comes from :func:`hijack_exec`, so nothing a fast command printed is lost.
     """
 
     def __init__(self, api: Any, exec_id: str) -> None:
-        self._response = api._post_json(
-            api._url("/exec/{0}/start", exec_id),
-            headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-            data={"Tty": False, "Detach": False},
-            stream=True,
-        )
-        api._raise_for_status(self._response)
-        buffered_reader = self._response.raw._fp.fp
-        raw = buffered_reader.raw
-        self._sock: socket.socket = getattr(raw, "_sock", raw)
-        self._sock.setblocking(False)
-        try:
-            self._pending = bytearray(buffered_reader.read1(_READ_SIZE) or b"")
-        except (BlockingIOError, OSError):
-            self._pending = bytearray()
+        self._sock, pending, self._response = hijack_exec(api, exec_id)
+        self._pending = bytearray(pending)
 
     def pump(
         self, sinks: dict[int, HeadTailBuffer], deadline: float | None, stdin: bytes | None = None

@@ -23,7 +23,6 @@ from .environment import fill_from_environment
 __all__ = ["AgsOptions", "cloud_client"]
 
 
-
 class AgsOptions(BackendOptions):
     """Options of the ``ags`` backend (see ``docs/ags-emulator.md`` for a worked example)."""
 

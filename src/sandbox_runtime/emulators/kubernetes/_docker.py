@@ -30,11 +30,12 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "pip install 'sandbox-runtime[kubernetes-emulator]'"
     ) from exc
 
+from sandbox_runtime.backends.docker import hijack_exec
+
 __all__ = ["DockerRuntime", "ImageProblem", "RuntimeProblem"]
 
 #: Label naming the pod (``namespace/name``) a container belongs to.
 POD_LABEL = "sandbox-runtime.k8s-emulator.pod"
-_READ_SIZE = 65536
 _NO_DEADLINE = 7 * 86400.0
 
 
@@ -201,27 +202,13 @@ class DockerRuntime:
     def exec_attach(self, exec_id: str, tty: bool) -> tuple[socket.socket, bytes, Any]:
         """Start an exec and take its hijacked connection: (socket, bytes already read, response).
 
-        docker-py's ``exec_start(socket=True)`` loses bytes that the HTTP layer buffered while
-        reading the upgrade answer, so we take those first (as the docker backend does).
+        The docker backend's :func:`~sandbox_runtime.backends.docker.hijack_exec`, with the
+        socket made blocking again for the emulator's relay threads.
         """
         try:
-            response = self.api._post_json(
-                self.api._url("/exec/{0}/start", exec_id),
-                headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-                data={"Tty": tty, "Detach": False},
-                stream=True,
-            )
-            self.api._raise_for_status(response)
+            sock, pending, response = hijack_exec(self.api, exec_id, tty=tty)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise RuntimeProblem(_explain(exc)) from exc
-        buffered = response.raw._fp.fp
-        raw = buffered.raw
-        sock: socket.socket = getattr(raw, "_sock", raw)
-        sock.setblocking(False)
-        try:
-            pending = bytes(buffered.read1(_READ_SIZE) or b"")
-        except (BlockingIOError, OSError):
-            pending = b""
         sock.setblocking(True)
         return sock, pending, response
 
