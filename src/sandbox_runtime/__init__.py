@@ -12,7 +12,14 @@ The public API is what this module exports; everything in ``_``-prefixed modules
 """
 
 from sandbox_runtime.aio import AsyncSandboxRuntime
-from sandbox_runtime.backend import Availability, Backend, Capability, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+    SandboxInfo,
+)
 from sandbox_runtime.config import BackendOptions, Resources, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -26,12 +33,13 @@ from sandbox_runtime.errors import (
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxIsADirectoryError,
+    SandboxNotADirectoryError,
     SandboxStartError,
     SandboxTimeoutError,
 )
 from sandbox_runtime.registry import BackendInfo, list_backends, load_backend
-from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, PatchResult
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
+from sandbox_runtime.runtime import SandboxRuntime, list_sandboxes
 
 __version__ = "0.1.0"
 
@@ -50,6 +58,7 @@ __all__ = [
     "ConfigError",
     "ExecRequest",
     "ExecResult",
+    "FileInfo",
     "PatchResult",
     "PathEscapeError",
     "ReapedSandbox",
@@ -59,11 +68,14 @@ __all__ = [
     "SandboxError",
     "SandboxFileNotFoundError",
     "SandboxGoneError",
+    "SandboxInfo",
     "SandboxIsADirectoryError",
+    "SandboxNotADirectoryError",
     "SandboxRuntime",
     "SandboxStartError",
     "SandboxTimeoutError",
     "__version__",
     "list_backends",
+    "list_sandboxes",
     "load_backend",
 ]

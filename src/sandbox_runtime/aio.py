@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from sandbox_runtime.config import SandboxConfig
-from sandbox_runtime.results import ExecResult, PatchResult
+from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import _DEFAULT, SandboxRuntime
 
 __all__ = ["AsyncSandboxRuntime"]
@@ -125,6 +125,22 @@ class AsyncSandboxRuntime:
     async def exists(self, path: str | os.PathLike[str]) -> bool:
         """True if the path exists."""
         return await asyncio.to_thread(self._sync.exists, path)
+
+    async def stat(self, path: str | os.PathLike[str]) -> FileInfo:
+        """What ``path`` is (``lstat``)."""
+        return await asyncio.to_thread(self._sync.stat, path)
+
+    async def list_dir(self, path: str | os.PathLike[str] = ".") -> list[FileInfo]:
+        """The entries of a directory, sorted by name."""
+        return await asyncio.to_thread(self._sync.list_dir, path)
+
+    async def make_dir(self, path: str | os.PathLike[str]) -> None:
+        """Create a directory and its parents."""
+        await asyncio.to_thread(self._sync.make_dir, path)
+
+    async def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
+        """Remove a file, or a directory tree with ``recursive=True``; missing is fine."""
+        await asyncio.to_thread(self._sync.remove, path, recursive=recursive)
 
     async def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
         """Copy a host file or directory in."""

@@ -14,15 +14,24 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar, cast
 
-from sandbox_runtime import _archive
+from sandbox_runtime import _archive, _files, ownership
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import ConfigError, SandboxIsADirectoryError
-from sandbox_runtime.results import ExecResult
+from sandbox_runtime.results import ExecResult, FileInfo
 
-__all__ = ["Availability", "Backend", "Capability", "ExecRequest", "OptionsT", "ReapedSandbox"]
+__all__ = [
+    "Availability",
+    "Backend",
+    "Capability",
+    "ExecRequest",
+    "OptionsT",
+    "ReapedSandbox",
+    "SandboxInfo",
+]
 
 #: The options model of one backend (``Backend[DockerOptions]``).
 OptionsT = TypeVar("OptionsT", bound=BackendOptions)
@@ -88,6 +97,42 @@ class Availability:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxInfo:
+    """A running sandbox this library made, as a listing shows it."""
+
+    backend: str
+    sandbox_id: str
+    """What :meth:`SandboxRuntime.connect` takes."""
+    labels: dict[str, str]
+    """The user's labels (``SandboxConfig.labels``), without this library's own."""
+    run_id: str | None
+    workdir: str | None
+    created_at: float | None
+    expires_at: float | None
+    owner: str | None
+    """``host:pid`` of the process that created it."""
+
+    @classmethod
+    def from_labels(cls, backend: str, sandbox_id: str, labels: Mapping[str, str]) -> SandboxInfo:
+        """Read one from a sandbox's full label set (ownership labels included)."""
+        host, pid = labels.get(ownership.OWNER_HOST), labels.get(ownership.OWNER_PID)
+        return cls(
+            backend=backend,
+            sandbox_id=sandbox_id,
+            labels=ownership.user_labels(labels),
+            run_id=labels.get(ownership.RUN_ID),
+            workdir=labels.get(ownership.WORKDIR),
+            created_at=ownership.timestamp(labels, ownership.CREATED_AT),
+            expires_at=ownership.timestamp(labels, ownership.EXPIRES_AT),
+            owner=f"{host}:{pid}" if host and pid else None,
+        )
+
+    def matches(self, wanted: Mapping[str, str]) -> bool:
+        """True when every label in ``wanted`` is on this sandbox with that value."""
+        return all(self.labels.get(key) == value for key, value in wanted.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +262,44 @@ class Backend(abc.ABC, Generic[OptionsT]):
         script = 'test -e "$1" || test -L "$1"'
         request = ExecRequest(command=("/bin/sh", "-c", script, "sh", path), cwd="/", timeout=60)
         return self.exec(request).exit_code == 0
+
+    # File operations beyond read and write.  The defaults run one command each (see
+    # ``_files``); a backend with a direct filesystem API overrides them.
+
+    def stat(self, path: str) -> FileInfo:
+        """``lstat`` of an absolute sandbox path."""
+        return _files.describe(self._run_helper, path)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """The entries of a directory, sorted by name."""
+        return _files.list_directory(self._run_helper, path)
+
+    def make_dir(self, path: str) -> None:
+        """Create a directory and its parents; an existing directory is fine."""
+        _files.make_directory(self._run_helper, path)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Remove a file or symlink, or a directory tree with ``recursive``; missing is fine."""
+        _files.remove_path(self._run_helper, path, recursive=recursive)
+
+    def _run_helper(self, argv: tuple[str, ...]) -> ExecResult:
+        """A short helper command of this library's own, at ``/``, with a generous cap."""
+        request = ExecRequest(command=argv, cwd="/", timeout=300, max_output_bytes=1 << 30)
+        return self.exec(request)
+
+    def attach(self, sandbox_id: str) -> None:
+        """Take over a running sandbox of this library by id, instead of :meth:`start`.
+
+        Backends with :attr:`Capability.RECONNECT` implement it: find the sandbox, check it
+        carries this library's ``managed`` label (another tool's sandbox is never taken),
+        and raise :class:`~sandbox_runtime.errors.SandboxGoneError` when it is not running.
+        """
+        raise ConfigError(f"the {self.name!r} backend cannot reconnect to a running sandbox")
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """The running sandboxes of this backend that this library made (any client's)."""
+        raise ConfigError(f"the {cls.name!r} backend cannot list its sandboxes")
 
     @abc.abstractmethod
     def stop(self) -> None:

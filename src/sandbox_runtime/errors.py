@@ -15,6 +15,7 @@ that knows nothing of this library still handles them sensibly::
     ├── CommandFailedError                       a checked command exited non-zero
     ├── SandboxFileNotFoundError (FileNotFoundError)
     ├── SandboxIsADirectoryError (IsADirectoryError)
+    ├── SandboxNotADirectoryError (NotADirectoryError)
     ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
     └── BackendError                             the backend failed in a way we did not map
 
@@ -42,6 +43,7 @@ __all__ = [
     "SandboxFileNotFoundError",
     "SandboxGoneError",
     "SandboxIsADirectoryError",
+    "SandboxNotADirectoryError",
     "SandboxStartError",
     "SandboxTimeoutError",
 ]
@@ -106,6 +108,10 @@ class SandboxFileNotFoundError(SandboxError, FileNotFoundError):
 
 class SandboxIsADirectoryError(SandboxError, IsADirectoryError):
     """A file operation was given a directory."""
+
+
+class SandboxNotADirectoryError(SandboxError, NotADirectoryError):
+    """A directory operation was given something else."""
 
 
 class PathEscapeError(SandboxError, PermissionError):

@@ -23,6 +23,8 @@ __all__ = [
     "current_owner",
     "default_run_id",
     "make_labels",
+    "timestamp",
+    "user_labels",
     "why_reapable",
 ]
 
@@ -37,6 +39,8 @@ OWNER_START = f"{LABEL_PREFIX}.owner-start"
 RUN_ID = f"{LABEL_PREFIX}.run-id"
 CREATED_AT = f"{LABEL_PREFIX}.created-at"
 EXPIRES_AT = f"{LABEL_PREFIX}.expires-at"
+#: The sandbox's working directory, so that a client reconnecting by id gets it back.
+WORKDIR = f"{LABEL_PREFIX}.workdir"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,13 @@ def current_owner() -> OwnerLabels:
     return OwnerLabels(host=socket.gethostname(), pid=pid, start=_start_token(pid) or "unknown")
 
 
-def make_labels(*, lifetime: float, run_id: str | None, extra: Mapping[str, str]) -> dict[str, str]:
+def make_labels(
+    *,
+    lifetime: float,
+    run_id: str | None,
+    extra: Mapping[str, str],
+    workdir: str | None = None,
+) -> dict[str, str]:
     """The labels a backend puts on a new sandbox; ``extra`` (the user's) cannot override ours."""
     owner = current_owner()
     now = int(time.time())
@@ -102,7 +112,22 @@ def make_labels(*, lifetime: float, run_id: str | None, extra: Mapping[str, str]
             EXPIRES_AT: str(now + int(lifetime + 0.999)),
         }
     )
+    if workdir is not None:
+        labels[WORKDIR] = workdir
     return labels
+
+
+def user_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` without this library's own (what the user put on the sandbox)."""
+    return {k: v for k, v in labels.items() if not k.startswith(LABEL_PREFIX + ".")}
+
+
+def timestamp(labels: Mapping[str, str], key: str) -> float | None:
+    """A time label as seconds since the epoch, or ``None`` when absent or unreadable."""
+    try:
+        return float(labels[key])
+    except (KeyError, ValueError):
+        return None
 
 
 def why_reapable(labels: Mapping[str, str], *, now: float | None = None) -> str | None:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime.errors import CommandFailedError, SandboxTimeoutError
 
-__all__ = ["TIMEOUT_EXIT_CODE", "ExecResult", "PatchResult"]
+__all__ = ["TIMEOUT_EXIT_CODE", "ExecResult", "FileInfo", "FileType", "PatchResult"]
+
+#: What a directory entry is; ``other`` covers fifos, sockets and devices.
+FileType = Literal["file", "dir", "symlink", "other"]
 
 #: Exit code reported for a command killed by its timeout, the same code ``timeout(1)`` uses,
 #: so that scripts written against R2E-Gym or coreutils keep working.
@@ -120,3 +124,32 @@ class PatchResult:
 
     def __bool__(self) -> bool:
         return self.applied
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One path in a sandbox, as ``lstat`` sees it (a symlink is described, not followed)."""
+
+    name: str
+    """The last path component."""
+    path: str
+    """The absolute sandbox path."""
+    type: FileType
+    size: int
+    """Bytes (for a symlink, the length of its target text)."""
+    mode: int
+    """Permission bits only (``0o755``), as ``ls -l`` and e2b show them."""
+    mtime: float
+    """Modification time, seconds since the epoch."""
+    symlink_target: str | None = None
+    """A symlink's target text (not resolved); ``None`` for everything else."""
+
+    @property
+    def is_dir(self) -> bool:
+        """True for a directory (not a symlink to one)."""
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        """True for a regular file (not a symlink to one)."""
+        return self.type == "file"

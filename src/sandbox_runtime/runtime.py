@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
 from sandbox_runtime import _archive
-from sandbox_runtime.backend import Backend, Capability, ExecRequest
+from sandbox_runtime.backend import Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     ConfigError,
@@ -30,9 +30,9 @@ from sandbox_runtime.errors import (
     SandboxFileNotFoundError,
 )
 from sandbox_runtime.registry import load_backend
-from sandbox_runtime.results import ExecResult, PatchResult
+from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 
-__all__ = ["SandboxRuntime"]
+__all__ = ["SandboxRuntime", "list_sandboxes"]
 
 logger = logging.getLogger("sandbox_runtime")
 
@@ -106,6 +106,37 @@ class SandboxRuntime:
         self._state = _State.NEW
         self._lifecycle = threading.Lock()
         self._base_commits: dict[str, str] = {}
+
+    @classmethod
+    def connect(cls, backend: str, sandbox_id: str, /, **fields: Any) -> SandboxRuntime:
+        """Take over a running sandbox by id, e.g. one another process started.
+
+        ``fields`` are :class:`SandboxConfig` fields (``options`` for the backend's
+        credentials, ``exec_timeout``, ...); the workdir is the sandbox's own unless given.
+        The returned runtime is started; closing it removes the sandbox, and leaving it open
+        leaves the sandbox to its lifetime.  Ownership stays with the creating process, so
+        ``sandbox-runtime reap`` may remove the sandbox once that process is gone.
+        Raises :class:`SandboxGoneError` when no running sandbox of this library has that id.
+        """
+        config = SandboxConfig(backend=backend, **fields)
+        backend_cls = load_backend(config.backend)
+        if Capability.RECONNECT not in backend_cls.capabilities_for(
+            validate_options(config, backend_cls)
+        ):
+            raise ConfigError(f"the {backend!r} backend cannot reconnect to a running sandbox")
+        listed = {info.sandbox_id: info for info in list_sandboxes(backend, options=config.options)}
+        info = listed.get(sandbox_id)
+        if "workdir" not in fields and info is not None and info.workdir:
+            config = config.model_copy(update={"workdir": info.workdir})
+        runtime = cls.__new__(cls)
+        options = validate_options(config, backend_cls)
+        runtime._config = config.model_copy(update={"options": options})
+        runtime._backend = backend_cls(runtime._config, options)
+        runtime._lifecycle = threading.Lock()
+        runtime._base_commits = {}
+        runtime._backend.attach(sandbox_id)
+        runtime._state = _State.STARTED
+        return runtime
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -309,6 +340,28 @@ class SandboxRuntime:
         """True if the path exists in the sandbox (a broken symlink counts)."""
         return self._ready().exists(self.resolve(path))
 
+    def stat(self, path: str | os.PathLike[str]) -> FileInfo:
+        """What ``path`` is (``lstat``: a symlink is described, not followed)."""
+        return self._ready().stat(self.resolve(path))
+
+    def list_dir(self, path: str | os.PathLike[str] = ".") -> list[FileInfo]:
+        """The entries of a directory (default: the workdir), sorted by name."""
+        return self._ready().list_dir(self.resolve(path))
+
+    def make_dir(self, path: str | os.PathLike[str]) -> None:
+        """Create a directory and its missing parents; an existing directory is fine."""
+        self._ready().make_dir(self.resolve(path))
+
+    def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
+        """Remove a file or symlink, or a whole directory with ``recursive=True``.
+
+        A path that does not exist is not an error (as ``rm -f`` and envd's remove).
+        """
+        resolved = self.resolve(path)
+        if resolved == "/":
+            raise ConfigError("refusing to remove the sandbox's /")
+        self._ready().remove(resolved, recursive=recursive)
+
     def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
         """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files)."""
         source = Path(local_path)
@@ -429,6 +482,25 @@ class SandboxRuntime:
         result = self._git(command, directory)
         if result.exit_code != 0:
             raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def list_sandboxes(
+    backend: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    options: Mapping[str, Any] | BackendOptions | None = None,
+) -> list[SandboxInfo]:
+    """The running sandboxes this library made on ``backend`` (any client's), newest first.
+
+    ``labels`` keeps those carrying every given user label; ``options`` are the backend's
+    (credentials, kubeconfig, base directory), as in :class:`SandboxConfig`.
+    """
+    backend_cls = load_backend(backend)
+    config = SandboxConfig(backend=backend, options=options if options is not None else {})
+    found = backend_cls.list_sandboxes(validate_options(config, backend_cls))
+    wanted = dict(labels or {})
+    chosen = [info for info in found if info.matches(wanted)]
+    return sorted(chosen, key=lambda info: info.created_at or 0.0, reverse=True)
 
 
 def _patched_files(patch: str) -> tuple[str, ...]:

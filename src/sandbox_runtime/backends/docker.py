@@ -37,6 +37,7 @@ from sandbox_runtime.backend import (
     Capability,
     ExecRequest,
     ReapedSandbox,
+    SandboxInfo,
 )
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -166,7 +167,9 @@ class DockerBackend(Backend[DockerOptions]):
     name = "docker"
     options_model = DockerOptions
     extra = "docker"
-    capabilities = frozenset({Capability.HOST_MOUNTS, Capability.ENGINE_IMAGES})
+    capabilities = frozenset(
+        {Capability.HOST_MOUNTS, Capability.ENGINE_IMAGES, Capability.RECONNECT}
+    )
 
     def __init__(self, config: SandboxConfig, options: DockerOptions) -> None:
         super().__init__(config, options)
@@ -260,7 +263,12 @@ class DockerBackend(Backend[DockerOptions]):
             or None,
             runtime=self.options.runtime,
         )
-        labels = make_labels(lifetime=config.lifetime, run_id=config.run_id, extra=config.labels)
+        labels = make_labels(
+            lifetime=config.lifetime,
+            run_id=config.run_id,
+            extra=config.labels,
+            workdir=config.workdir,
+        )
         labels[_BACKEND_LABEL] = self.name
         lifetime = str(int(config.lifetime + 0.999))
 
@@ -312,6 +320,35 @@ class DockerBackend(Backend[DockerOptions]):
             self._call("remove container", remove)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise BackendError(f"cannot remove container {target[:12]}: {_explain(exc)}") from exc
+
+    def attach(self, sandbox_id: str) -> None:
+        """Take over a running container of this library (by id or name)."""
+        try:
+            info = self._api.inspect_container(sandbox_id)
+        except docker.errors.NotFound as exc:
+            raise SandboxGoneError(f"no container {sandbox_id!r}") from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise BackendError(f"cannot inspect {sandbox_id!r}: {_explain(exc)}") from exc
+        labels = info.get("Config", {}).get("Labels") or {}
+        if labels.get(MANAGED) != "true" or labels.get(_BACKEND_LABEL) != self.name:
+            raise SandboxGoneError(f"container {sandbox_id!r} is not a sandbox of this library")
+        if not info.get("State", {}).get("Running"):
+            raise SandboxGoneError(f"container {sandbox_id!r} is not running")
+        self._container = str(info["Id"])
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """Running containers carrying this library's labels."""
+        api = _client(cls.coerce_options(options))
+        selector = {"label": [f"{MANAGED}=true", f"{_BACKEND_LABEL}={cls.name}"]}
+        try:
+            found = api.containers(filters={**selector, "status": "running"})
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise BackendError(f"cannot list containers: {_explain(exc)}") from exc
+        return [
+            SandboxInfo.from_labels(cls.name, str(item["Id"]), item.get("Labels") or {})
+            for item in found
+        ]
 
     def is_alive(self) -> bool:
         """True while the container exists and runs."""

@@ -18,6 +18,7 @@ file keeps working with nothing but ``backend="repoenv"`` and the entry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cached_property
 from pathlib import Path
@@ -25,11 +26,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from sandbox_runtime.backend import Availability, Backend, Capability, ExecRequest
+from sandbox_runtime.backend import Availability, Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import ConfigError, SandboxStartError
 from sandbox_runtime.registry import load_backend
-from sandbox_runtime.results import ExecResult
+from sandbox_runtime.results import ExecResult, FileInfo
 
 __all__ = ["RepoEnvBackend", "RepoEnvOptions"]
 
@@ -175,6 +176,32 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
 
     def exists(self, path: str) -> bool:
         return self._engine.exists(path)
+
+    def stat(self, path: str) -> FileInfo:
+        return self._engine.stat(path)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        return self._engine.list_dir(path)
+
+    def make_dir(self, path: str) -> None:
+        self._engine.make_dir(path)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        self._engine.remove(path, recursive=recursive)
+
+    def attach(self, sandbox_id: str) -> None:
+        self._engine.attach(sandbox_id)
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """The engine's sandboxes (a repoenv sandbox is one of its engine's)."""
+        opts = cls.coerce_options(options)
+        engine_cls = load_backend(opts.engine)
+        engine_options = engine_cls.options_model.model_validate(opts.engine_options)
+        return [
+            dataclasses.replace(info, backend=cls.name)
+            for info in engine_cls.list_sandboxes(engine_options)
+        ]
 
     def stop(self) -> None:
         self._engine.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -21,14 +22,20 @@ import pytest
 from sandbox_runtime import (
     TIMEOUT_EXIT_CODE,
     AsyncSandboxRuntime,
+    Capability,
     CommandFailedError,
+    ConfigError,
     PathEscapeError,
     SandboxClosedError,
     SandboxConfig,
     SandboxFileNotFoundError,
+    SandboxGoneError,
     SandboxIsADirectoryError,
+    SandboxNotADirectoryError,
     SandboxRuntime,
     SandboxTimeoutError,
+    list_sandboxes,
+    load_backend,
 )
 
 __all__ = ["SandboxConformance"]
@@ -225,6 +232,61 @@ class SandboxConformance:
         assert sandbox.exists("there.txt")
         assert not sandbox.exists("absent.txt")
 
+    def test_stat_describes_files_dirs_and_symlinks(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("d/a.txt", "hello", mode=0o640)
+        sandbox.exec("ln -s a.txt d/link && ln -s missing d/broken", check=True)
+        info = sandbox.stat("d/a.txt")
+        assert (info.name, info.type, info.size, info.mode) == ("a.txt", "file", 5, 0o640)
+        assert info.path == sandbox.resolve("d/a.txt")
+        assert info.mtime > time.time() - 3600
+        directory = sandbox.stat("d")
+        assert directory.is_dir
+        assert directory.mode & 0o700 == 0o700
+        link = sandbox.stat("d/link")
+        assert (link.type, link.symlink_target) == ("symlink", "a.txt")
+        assert sandbox.stat("d/broken").symlink_target == "missing"
+        with pytest.raises(SandboxFileNotFoundError):
+            sandbox.stat("d/nope")
+
+    def test_list_dir_returns_every_entry_sorted(self, sandbox: SandboxRuntime) -> None:
+        names = ["b.txt", ".hidden", "a dir", "ünï", "new\nline"]
+        for name in names:
+            sandbox.write_text(f"listing/{name}/x" if name == "a dir" else f"listing/{name}", "x")
+        entries = sandbox.list_dir("listing")
+        assert [e.name for e in entries] == sorted(names)
+        kinds = {e.name: e.type for e in entries}
+        assert kinds["a dir"] == "dir"
+        assert kinds["b.txt"] == "file"
+        assert all(e.path == sandbox.resolve(f"listing/{e.name}") for e in entries)
+        assert sandbox.list_dir("listing/a dir")[0].name == "x"
+        with pytest.raises(SandboxNotADirectoryError):
+            sandbox.list_dir("listing/b.txt")
+        with pytest.raises(SandboxFileNotFoundError):
+            sandbox.list_dir("nowhere")
+
+    def test_make_dir_and_remove(self, sandbox: SandboxRuntime) -> None:
+        sandbox.make_dir("m/n/o")
+        sandbox.make_dir("m/n/o")  # already there: fine
+        assert sandbox.stat("m/n/o").is_dir
+        sandbox.write_text("m/n/o/f.txt", "x")
+        with pytest.raises(SandboxNotADirectoryError):
+            sandbox.make_dir("m/n/o/f.txt")
+        with pytest.raises(SandboxIsADirectoryError):
+            sandbox.remove("m/n")
+        sandbox.remove("m/n/o/f.txt")
+        assert not sandbox.exists("m/n/o/f.txt")
+        sandbox.remove("m/n/o/f.txt")  # already gone: fine
+        sandbox.remove("m", recursive=True)
+        assert not sandbox.exists("m")
+        assert sandbox.exec("echo ok").stdout == "ok\n"
+
+    def test_remove_never_follows_a_symlink(self, sandbox: SandboxRuntime) -> None:
+        sandbox.write_text("keep/data.txt", "precious")
+        sandbox.exec("ln -s keep alias", check=True)
+        sandbox.remove("alias", recursive=True)
+        assert not sandbox.exists("alias")
+        assert sandbox.read_text("keep/data.txt") == "precious"
+
     def test_paths_climbing_above_root_are_refused(self, sandbox: SandboxRuntime) -> None:
         depth = sandbox.workdir.count("/") + 1
         escape = "../" * depth + "etc/escaped"
@@ -329,6 +391,41 @@ class SandboxConformance:
         assert repo.read_bytes("image.bin") == bytes(range(256))
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    def test_list_and_connect_from_another_client(self, sandbox_config: SandboxConfig) -> None:
+        tag = uuid.uuid4().hex
+        config = sandbox_config.model_copy(update={"labels": {"conformance-run": tag}})
+        backend_cls = load_backend(config.backend)
+        options = config.options
+        if Capability.RECONNECT not in backend_cls.capabilities_for(
+            backend_cls.options_model.model_validate(options)
+            if isinstance(options, dict)
+            else options
+        ):
+            with pytest.raises(ConfigError):
+                SandboxRuntime.connect(config.backend, "any", options=options)
+            return
+        with SandboxRuntime(config) as original:
+            original.write_text("note.txt", "left by the first client")
+            found = list_sandboxes(config.backend, labels={"conformance-run": tag}, options=options)
+            assert [info.sandbox_id for info in found] == [original.id]
+            info = found[0]
+            assert info.labels == {"conformance-run": tag}
+            assert info.workdir == original.workdir
+            assert info.created_at is not None
+            assert info.expires_at is not None
+            assert info.expires_at > info.created_at
+            other = SandboxRuntime.connect(config.backend, original.id, options=options)
+            assert other.workdir == original.workdir
+            assert other.read_text("note.txt") == "left by the first client"
+            assert other.exec("cat note.txt").stdout == "left by the first client"
+            other.close()
+            assert not original.is_alive()
+        assert (
+            list_sandboxes(config.backend, labels={"conformance-run": tag}, options=options) == []
+        )
+        with pytest.raises(SandboxGoneError):
+            SandboxRuntime.connect(config.backend, original.id, options=options)
 
     def test_close_is_idempotent_and_final(self, sandbox_config: SandboxConfig) -> None:
         sandbox = SandboxRuntime(sandbox_config).start()

@@ -39,7 +39,14 @@ import httpx
 from sandbox_runtime import _shell
 from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import check_cwd
-from sandbox_runtime.backend import Availability, Backend, ExecRequest, ReapedSandbox
+from sandbox_runtime.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+    SandboxInfo,
+)
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendError,
@@ -52,13 +59,13 @@ from sandbox_runtime.errors import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from sandbox_runtime.ownership import make_labels
+from sandbox_runtime.ownership import MANAGED, make_labels
 from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
 from ._options import AgsOptions, cloud_client
-from ._reaper import reap_instances
+from ._reaper import live_instances, reap_instances
 from .cloud import AgsApiError, AgsCloudClient, redact
 from .mapping import load_mapping
 
@@ -85,6 +92,7 @@ class AgsBackend(Backend[AgsOptions]):
     name = "ags"
     options_model = AgsOptions
     extra = "ags"
+    capabilities = frozenset({Capability.RECONNECT})
 
     def __init__(self, config: SandboxConfig, options: AgsOptions) -> None:
         super().__init__(config, options)
@@ -247,9 +255,7 @@ class AgsBackend(Backend[AgsOptions]):
             resources["Memory"] = f"{max(self.config.resources.memory // (1024 * 1024), 1)}Mi"
         if resources:
             custom["Resources"] = resources
-        labels = make_labels(
-            lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
-        )
+        labels = self._labels()
         try:
             info = client.start_instance(
                 tool_id=tool_id,
@@ -311,9 +317,7 @@ class AgsBackend(Backend[AgsOptions]):
                 "tool_mapping"
             )
         api_url, sandbox_url = opts.e2b_urls()
-        labels = make_labels(
-            lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
-        )
+        labels = self._labels()
 
         def create() -> e2b.Sandbox:
             return e2b.Sandbox.create(
@@ -342,6 +346,62 @@ class AgsBackend(Backend[AgsOptions]):
         except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
             raise SandboxStartError(f"cannot create an AGS sandbox: {self._clean(exc)}") from exc
         self._instance_id = sandbox.sandbox_id
+        with self._session_lock:
+            self._session = EnvdSession(sandbox, opts.request_timeout)
+
+    def _labels(self) -> dict[str, str]:
+        config = self.config
+        return make_labels(
+            lifetime=config.lifetime,
+            run_id=config.run_id,
+            extra=config.labels,
+            workdir=config.workdir,
+        )
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """Running instances carrying this library's metadata."""
+        return [
+            SandboxInfo.from_labels(cls.name, instance_id, metadata)
+            for instance_id, status, metadata in live_instances(cls.coerce_options(options))
+            if status == "RUNNING"
+        ]
+
+    def attach(self, sandbox_id: str) -> None:
+        """Take over a running instance of this library and connect to its envd."""
+        check_sdk_version()
+        if self._plane == "cloud":
+            info = self._cloud_client().describe_instance(sandbox_id)
+            if info is None:
+                raise SandboxGoneError(f"no AGS instance {sandbox_id!r}")
+            if info.metadata.get(MANAGED) != "true":
+                raise SandboxGoneError(
+                    f"AGS instance {sandbox_id!r} is not a sandbox of this library"
+                )
+            if info.status != "RUNNING":
+                raise SandboxGoneError(f"AGS instance {sandbox_id!r} is {info.status}")
+            self._instance_id = sandbox_id
+            self._connect_cloud()
+            return
+        listed = {instance_id: meta for instance_id, _s, meta in live_instances(self.options)}
+        if sandbox_id not in listed:
+            raise SandboxGoneError(f"no running AGS sandbox {sandbox_id!r} of this library")
+        opts = self.options
+        api_url, sandbox_url = opts.e2b_urls()
+        try:
+            sandbox = e2b.Sandbox.connect(
+                sandbox_id,
+                api_key=opts.api_key.get_secret_value() if opts.api_key else None,
+                domain=opts.resolved_domain,
+                api_url=api_url,
+                sandbox_url=sandbox_url,
+                request_timeout=opts.request_timeout,
+            )
+        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
+            raise SandboxGoneError(
+                f"cannot connect to AGS sandbox {sandbox_id!r}: {self._clean(exc)}"
+            ) from exc
+        self._instance_id = sandbox_id
         with self._session_lock:
             self._session = EnvdSession(sandbox, opts.request_timeout)
 

@@ -27,6 +27,7 @@ from sandbox_runtime.backend import (
     Capability,
     ExecRequest,
     ReapedSandbox,
+    SandboxInfo,
 )
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -39,7 +40,7 @@ from sandbox_runtime.errors import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from sandbox_runtime.ownership import why_reapable
+from sandbox_runtime.ownership import MANAGED, why_reapable
 from sandbox_runtime.results import ExecResult
 from sandbox_runtime.retry import call_with_retries
 
@@ -54,7 +55,14 @@ from ._client import (
     unreachable,
 )
 from ._exec import V5_PROTOCOL, ExecOutcome, bounded_stdin, open_exec, run_exec
-from ._labels import MANAGED_SELECTOR, key_for, ownership_view, pod_metadata
+from ._labels import (
+    BACKEND_KEY,
+    MANAGED_SELECTOR,
+    full_labels,
+    key_for,
+    ownership_view,
+    pod_metadata,
+)
 from ._options import KubernetesOptions
 
 __all__ = ["KubernetesBackend"]
@@ -108,7 +116,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     extra = "kubernetes"
     #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
-    capabilities = frozenset({Capability.ENGINE_IMAGES})
+    capabilities = frozenset({Capability.ENGINE_IMAGES, Capability.RECONNECT})
 
     def __init__(self, config: SandboxConfig, options: KubernetesOptions) -> None:
         super().__init__(config, options)
@@ -158,7 +166,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         config, opts = self.config, self.options
         lifetime = max(1, math.ceil(config.lifetime))
         labels, annotations = pod_metadata(
-            lifetime=config.lifetime, run_id=config.run_id, user_labels=config.labels
+            lifetime=config.lifetime,
+            run_id=config.run_id,
+            user_labels=config.labels,
+            workdir=config.workdir,
         )
         resources: dict[str, str] = {}
         if config.resources.cpus:
@@ -377,9 +388,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             pod = self._read(self.cluster)
         except SandboxError:
             return False
-        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            return False
-        return (pod.get("status") or {}).get("phase") == "Running"
+        return pod is not None and _running(pod)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -493,11 +502,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     # -- reaping -----------------------------------------------------------------------------
 
     @classmethod
-    def reap(
-        cls, options: BackendOptions | None = None, *, dry_run: bool = False
-    ) -> list[ReapedSandbox]:
-        """Delete this library's pods that ended, expired, or lost their owner process."""
-        opts = cls.coerce_options(options)
+    def _managed_pods(cls, opts: KubernetesOptions) -> tuple[Cluster, list[dict[str, Any]]]:
+        """The pods this library made in the namespace, with the client that found them."""
         cluster = connect(opts)
         try:
             listing = read_json(
@@ -516,8 +522,44 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             if isinstance(exc, ApiException) or unreachable(exc):
                 raise _explain_refusal(exc, cluster, "list pods") from exc
             raise
+        return cluster, list(listing.get("items") or [])
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """Running pods carrying this library's labels in the configured namespace."""
+        _cluster, pods = cls._managed_pods(cls.coerce_options(options))
+        return [
+            SandboxInfo.from_labels(
+                cls.name, str(pod["metadata"]["name"]), full_labels(pod["metadata"])
+            )
+            for pod in pods
+            if _running(pod)
+        ]
+
+    def attach(self, sandbox_id: str) -> None:
+        """Take over a running pod of this library by name (in the configured namespace)."""
+        self._pod = sandbox_id
+        pod = self._read(self.cluster)
+        if pod is None:
+            raise SandboxGoneError(f"no pod {sandbox_id!r} in namespace {self.cluster.namespace}")
+        metadata = pod.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if ownership_view(metadata).get(MANAGED) != "true" or labels.get(BACKEND_KEY) != self.name:
+            raise SandboxGoneError(f"pod {sandbox_id!r} is not a sandbox of this library")
+        if not _running(pod):
+            raise SandboxGoneError(f"pod {sandbox_id!r} is not running")
+        self._started = True
+        self._prepare(time.monotonic() + self.config.start_timeout)
+
+    @classmethod
+    def reap(
+        cls, options: BackendOptions | None = None, *, dry_run: bool = False
+    ) -> list[ReapedSandbox]:
+        """Delete this library's pods that ended, expired, or lost their owner process."""
+        opts = cls.coerce_options(options)
+        cluster, pods = cls._managed_pods(opts)
         reaped: list[ReapedSandbox] = []
-        for pod in listing.get("items") or []:
+        for pod in pods:
             metadata = pod.get("metadata") or {}
             if metadata.get("deletionTimestamp"):
                 continue  # already going
@@ -546,3 +588,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                 if status_code(exc) != 404:
                     raise _explain_refusal(exc, cluster, "delete pods") from exc
         return reaped
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    """True for a pod that runs and is not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") == "Running"

@@ -16,7 +16,14 @@ from sandbox_runtime.ownership import LABEL_PREFIX, MANAGED, make_labels
 
 from ._names import label_key_problem, label_value_problem
 
-__all__ = ["BACKEND_KEY", "MANAGED_SELECTOR", "key_for", "ownership_view", "pod_metadata"]
+__all__ = [
+    "BACKEND_KEY",
+    "MANAGED_SELECTOR",
+    "full_labels",
+    "key_for",
+    "ownership_view",
+    "pod_metadata",
+]
 
 DOMAIN = "sandbox-runtime.io"
 BACKEND_KEY = f"{DOMAIN}/backend"
@@ -32,7 +39,11 @@ MANAGED_SELECTOR = f"{key_for(MANAGED)}=true,{BACKEND_KEY}=kubernetes"
 
 
 def pod_metadata(
-    *, lifetime: float, run_id: str | None, user_labels: Mapping[str, str]
+    *,
+    lifetime: float,
+    run_id: str | None,
+    user_labels: Mapping[str, str],
+    workdir: str | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(labels, annotations) for a new pod; the user's labels cannot override ours.
 
@@ -48,12 +59,25 @@ def pod_metadata(
         if key.startswith(DOMAIN + "/"):
             raise ConfigError(f"label key {key!r} uses the prefix reserved for sandbox-runtime")
         (annotations if label_value_problem(value) else labels)[key] = value
-    for key, value in make_labels(lifetime=lifetime, run_id=run_id, extra={}).items():
+    ours = make_labels(lifetime=lifetime, run_id=run_id, extra={}, workdir=workdir)
+    for key, value in ours.items():
         annotations[key_for(key)] = value
         if label_value_problem(value) is None:
             labels[key_for(key)] = value
     labels[BACKEND_KEY] = "kubernetes"
     return labels, annotations
+
+
+def full_labels(metadata: Mapping[str, object]) -> dict[str, str]:
+    """A pod's user labels (and annotations) with its ownership record, in one key space."""
+    found: dict[str, str] = {}
+    for source in ("labels", "annotations"):
+        entries = metadata.get(source) or {}
+        assert isinstance(entries, Mapping)
+        for key, value in entries.items():
+            if isinstance(key, str) and not key.startswith(DOMAIN + "/"):
+                found[key] = str(value)
+    return {**found, **ownership_view(metadata)}
 
 
 def ownership_view(metadata: Mapping[str, object]) -> dict[str, str]:

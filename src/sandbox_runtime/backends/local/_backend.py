@@ -30,15 +30,17 @@ import io
 import json
 import logging
 import os
+import posixpath
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import tempfile
 import threading
 import uuid
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -49,6 +51,7 @@ from sandbox_runtime.backend import (
     Capability,
     ExecRequest,
     ReapedSandbox,
+    SandboxInfo,
 )
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -58,12 +61,13 @@ from sandbox_runtime.errors import (
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxIsADirectoryError,
+    SandboxNotADirectoryError,
     SandboxStartError,
 )
 from sandbox_runtime.ownership import make_labels, why_reapable
-from sandbox_runtime.results import ExecResult
+from sandbox_runtime.results import ExecResult, FileInfo, FileType
 
-from ._process import run_process
+from ._process import kill_marked, run_process
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
@@ -103,21 +107,24 @@ def _inside(root: str, path: str) -> bool:
     return path == root or path.startswith(root + os.sep)
 
 
-def _kill_marked(marker: str) -> None:
-    """SIGKILL every process whose initial environment carries ``marker`` (NAME=value)."""
-    needle = marker.encode() + b"\0"
-    own = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == own:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if environ.startswith(needle) or b"\0" + needle in environ:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry), signal.SIGKILL)
+def _file_info(name: str, path: str, host: str, info: os.stat_result) -> FileInfo:
+    kind: FileType = "other"
+    target = None
+    if stat.S_ISLNK(info.st_mode):
+        kind, target = "symlink", os.readlink(host)
+    elif stat.S_ISDIR(info.st_mode):
+        kind = "dir"
+    elif stat.S_ISREG(info.st_mode):
+        kind = "file"
+    return FileInfo(
+        name=name,
+        path=path,
+        type=kind,
+        size=info.st_size,
+        mode=stat.S_IMODE(info.st_mode),
+        mtime=info.st_mtime,
+        symlink_target=target,
+    )
 
 
 def _kill_watchdog(marker: str) -> None:
@@ -137,6 +144,17 @@ def _kill_watchdog(marker: str) -> None:
         if len(argv) > 5 and argv[3] == b"watchdog" and argv[5] == marker.encode():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(entry), signal.SIGKILL)
+
+
+def _read_meta(home: Path) -> dict[str, Any] | None:
+    """A sandbox directory's ownership record, or ``None`` when it has none (yet)."""
+    try:
+        meta = json.loads((home / _META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("labels"), dict):
+        return None
+    return meta
 
 
 def _remove_tree(path: Path) -> None:
@@ -213,7 +231,9 @@ class LocalBackend(Backend[LocalOptions]):
 
     name = "local"
     options_model = LocalOptions
-    capabilities = frozenset({Capability.DIRECTORY_IMAGES, Capability.SHARED_HOST_FILESYSTEM})
+    capabilities = frozenset(
+        {Capability.DIRECTORY_IMAGES, Capability.SHARED_HOST_FILESYSTEM, Capability.RECONNECT}
+    )
 
     def __init__(self, config: SandboxConfig, options: LocalOptions) -> None:
         super().__init__(config, options)
@@ -267,6 +287,16 @@ class LocalBackend(Backend[LocalOptions]):
         try:
             self._base.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._home.mkdir(mode=0o700)
+            # The ownership record comes first: a client killed during the copy below leaves
+            # a directory that reap can still judge (owner gone) and remove.
+            labels = make_labels(
+                lifetime=self.config.lifetime,
+                run_id=self.config.run_id,
+                extra=self.config.labels,
+                workdir=self.config.workdir,
+            )
+            meta = {"id": self._id, "labels": labels}
+            (self._home / _META).write_text(json.dumps(meta), encoding="utf-8")
             if template is not None:
                 shutil.copytree(template, self._root, symlinks=True)
             else:
@@ -277,11 +307,6 @@ class LocalBackend(Backend[LocalOptions]):
             tmp.chmod(0o1777)
             workdir = Path(self._host_path(self.config.workdir))
             workdir.mkdir(parents=True, exist_ok=True)
-            labels = make_labels(
-                lifetime=self.config.lifetime, run_id=self.config.run_id, extra=self.config.labels
-            )
-            meta = {"id": self._id, "labels": labels}
-            (self._home / _META).write_text(json.dumps(meta), encoding="utf-8")
             self._watchdog = subprocess.Popen(
                 [
                     "/bin/sh",
@@ -326,8 +351,32 @@ class LocalBackend(Backend[LocalOptions]):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._watchdog.pid, signal.SIGKILL)
             self._watchdog.wait()
-        _kill_marked(self._marker)
+        else:  # attached: the watchdog belongs to the process that started the sandbox
+            _kill_watchdog(self._marker)
+        kill_marked(self._marker)
         _remove_tree(self._home)
+
+    def attach(self, sandbox_id: str) -> None:
+        """Take over a sandbox directory of this library (same ``base_dir``) by id."""
+        home = self._base / f"sbx-{sandbox_id.removeprefix('local-')}"
+        meta = _read_meta(home)
+        if meta is None or meta.get("id") != sandbox_id:
+            raise SandboxGoneError(f"no local sandbox {sandbox_id!r} in {self._base}")
+        if not (home / "root").is_dir():
+            raise SandboxGoneError(f"local sandbox {sandbox_id!r} is not ready or is gone")
+        self._id, self._home, self._root = sandbox_id, home, home / "root"
+        self._real_root = os.path.realpath(self._root)
+
+    @classmethod
+    def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
+        """Sandbox directories under ``base_dir`` that are ready (their root exists)."""
+        base = cls.coerce_options(options).base_dir or _default_base_dir()
+        found = []
+        for home in sorted(base.glob("sbx-*")) if base.is_dir() else []:
+            meta = _read_meta(home)
+            if meta is not None and (home / "root").is_dir():
+                found.append(SandboxInfo.from_labels(cls.name, str(meta["id"]), meta["labels"]))
+        return found
 
     def is_alive(self) -> bool:
         """True until stopped, reaped, or expired (the directory is gone)."""
@@ -463,6 +512,54 @@ class LocalBackend(Backend[LocalOptions]):
         self._alive_or_raise()
         return os.path.lexists(self._host_path(path))
 
+    def stat(self, path: str) -> FileInfo:
+        """``lstat`` on the host, without a process."""
+        self._alive_or_raise()
+        host = self._host_path(path)
+        try:
+            info = os.lstat(host)
+        except FileNotFoundError as exc:
+            raise SandboxFileNotFoundError(f"no such file or directory: {path}") from exc
+        return _file_info(posixpath.basename(path) or "/", path, host, info)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """``os.scandir`` of the directory (a symlink to one is not followed)."""
+        self._alive_or_raise()
+        host = self._host_path(path)
+        if not os.path.lexists(host):
+            raise SandboxFileNotFoundError(f"no such file or directory: {path}")
+        if os.path.islink(host) or not os.path.isdir(host):
+            raise SandboxNotADirectoryError(f"not a directory: {path}")
+        with os.scandir(host) as entries:
+            found = [
+                _file_info(
+                    e.name, posixpath.join(path, e.name), e.path, e.stat(follow_symlinks=False)
+                )
+                for e in entries
+            ]
+        return sorted(found, key=lambda entry: entry.name)
+
+    def make_dir(self, path: str) -> None:
+        """``os.makedirs`` inside the root."""
+        self._alive_or_raise()
+        host = self._host_path(path)
+        if os.path.lexists(host) and (os.path.islink(host) or not os.path.isdir(host)):
+            raise SandboxNotADirectoryError(f"not a directory: {path}")
+        os.makedirs(host, exist_ok=True)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Unlink, or remove the tree with ``recursive``; never follows a symlink."""
+        self._alive_or_raise()
+        host = self._host_path(path)
+        if not os.path.lexists(host):
+            return
+        if os.path.isdir(host) and not os.path.islink(host):
+            if not recursive:
+                raise SandboxIsADirectoryError(f"is a directory (use recursive=True): {path}")
+            shutil.rmtree(host)
+        else:
+            os.unlink(host)
+
     # -- reaping -------------------------------------------------------------------------
 
     @classmethod
@@ -475,9 +572,8 @@ class LocalBackend(Backend[LocalOptions]):
         if not base.is_dir():
             return reaped
         for home in sorted(base.glob("sbx-*")):
-            try:
-                meta = json.loads((home / _META).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = _read_meta(home)
+            if meta is None:
                 continue
             reason = why_reapable(meta.get("labels", {}))
             if reason is None:
@@ -487,7 +583,7 @@ class LocalBackend(Backend[LocalOptions]):
             if not dry_run:
                 marker = f"{_MARKER_VAR}={sandbox_id}"
                 _kill_watchdog(marker)
-                _kill_marked(marker)
+                kill_marked(marker)
                 _remove_tree(home)
                 logger.info("reaped local sandbox %s (%s)", sandbox_id, reason)
         return reaped

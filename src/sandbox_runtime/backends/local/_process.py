@@ -94,8 +94,9 @@ def kill_marked(marker: str) -> int:
     """
     wanted = marker.encode()
     found = 0
+    own = os.getpid()
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == own:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
