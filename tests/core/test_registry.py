@@ -41,12 +41,9 @@ def test_unknown_name_lists_installed_backends() -> None:
 def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox_runtime import BackendUnavailableError, registry
 
-    def broken() -> object:
-        raise ImportError("No module named 'e2b'")
-
-    monkeypatch.setattr(registry, "_importer", lambda target: broken)
-    monkeypatch.setattr(registry, "_entry_points", lambda: {})
-    monkeypatch.setattr(registry, "_cache", {})
+    monkeypatch.setitem(registry.BACKENDS.built_ins, "ags", "no_such_module_for_ags:AgsBackend")
+    monkeypatch.setattr(registry.BACKENDS, "entry_points", lambda: {})
+    registry.BACKENDS.clear_cache()
     with pytest.raises(BackendUnavailableError, match=r"pip install 'sandbox-runtime\[ags\]'"):
         load_backend("ags")
 
@@ -118,9 +115,9 @@ def test_backend_whose_dependencies_are_missing_names_its_extra_once(
     from sandbox_runtime import BackendUnavailableError, registry
 
     monkeypatch.setattr(
-        registry, "_entry_points", lambda: {"docker": _BrokenEntryPoint(import_error)}
+        registry.BACKENDS, "entry_points", lambda: {"docker": _BrokenEntryPoint(import_error)}
     )
-    monkeypatch.setattr(registry, "_cache", {})
+    registry.BACKENDS.clear_cache()
     with pytest.raises(BackendUnavailableError) as info:
         load_backend("docker")
     message = str(info.value)

@@ -13,6 +13,7 @@ from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.dataset import load_rows
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.runner import backend_capabilities
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,12 +36,13 @@ def bundled_tasks() -> list[Task]:
 
 
 def task_named(tasks: list[Task], sample: str, fmt: str) -> Task:
-    return next(t for t in tasks if sample in t.task_id and t.format.value == fmt)
+    return next(t for t in tasks if sample in t.task_id and t.format == fmt)
 
 
 def open_prepared(task: Task, backend: str = "local") -> SandboxRuntime:
+    image = resolve_image(task, backend_capabilities(backend, {}))
     sandbox = SandboxRuntime(
-        backend=backend, image=resolve_image(task, backend), workdir=task.workdir, env=task.env
+        backend=backend, image=image, workdir=task.workdir, env=task.env
     ).start()
     prepare(task, sandbox)
     sandbox.base_commit()

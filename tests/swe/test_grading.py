@@ -5,6 +5,7 @@ import pytest
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.swe import Task, TaskFormat, grade
 from sandbox_runtime.swe.agents import Budget, NullAgent, OracleAgent
+from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.grading import GradingError, Outcome
 from tests.swe.conftest import open_prepared, task_named
 
@@ -89,10 +90,12 @@ def test_patch_and_test_patch_failures(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "pricing", "swebench")
     with open_prepared(task) as sandbox:
         rejected = grade(task, sandbox, patch_error="error: patch failed: a.py:3")
-        lines = task.test_patch.splitlines(keepends=True)
+        grading = task.grading_as(SWEBenchGrading)
+        lines = grading.test_patch.splitlines(keepends=True)
         first_context = next(i for i, line in enumerate(lines) if line.startswith(" "))
         lines[first_context] = " this line is not in the file\n"
-        broken = task.model_copy(update={"test_patch": "".join(lines)})
+        broken_grading = grading.model_copy(update={"test_patch": "".join(lines)})
+        broken = task.model_copy(update={"grading": broken_grading})
         no_tests = grade(broken, sandbox)
     assert rejected.reason == "patch did not apply: error: patch failed: a.py:3"
     assert (no_tests.reward, no_tests.reason) == (0.0, "test patch did not apply")
@@ -106,18 +109,18 @@ def test_row_eval_script_is_used_with_markers(bundled_tasks: list[Task]) -> None
         "echo '>>>>> End Test Output'\n"
         "echo 'PASSED outside/markers.py::ignored'\n"
     )
-    only_one = task.model_copy(
+    grading = task.grading_as(SWEBenchGrading).model_copy(
         update={
             "eval_script": script,
             "fail_to_pass": ("tests/test_version.py::TestCompare::test_multi_digit_component",),
             "pass_to_pass": (),
         }
     )
+    only_one = task.model_copy(update={"grading": grading})
+    timing_out = grading.model_copy(update={"eval_script": "echo '>>>>> Tests Timed Out'"})
     with open_prepared(task) as sandbox:
         result = grade(only_one, sandbox)
-        timed = grade(
-            only_one.model_copy(update={"eval_script": "echo '>>>>> Tests Timed Out'"}), sandbox
-        )
+        timed = grade(task.model_copy(update={"grading": timing_out}), sandbox)
     assert (result.reward, result.reason) == (1.0, "resolved")
     assert "outside/markers.py::ignored" not in result.status_map
     assert timed.reason.startswith("test error: the evaluation script reported")
@@ -125,9 +128,10 @@ def test_row_eval_script_is_used_with_markers(bundled_tasks: list[Task]) -> None
 
 def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks: list[Task]) -> None:
     sample = task_named(bundled_tasks, "pager", "swebench")
+    grading = sample.grading_as(SWEBenchGrading)
     with open_prepared(sample) as sandbox:
         # Make the image's state the clean one (fix and tests committed), as SWE-smith's are.
-        assert sandbox.apply_patch(sample.gold_patch + sample.test_patch)
+        assert sandbox.apply_patch(sample.gold_patch + grading.test_patch)
         ident = "-c user.name=t -c user.email=t@t"
         assert sandbox.exec(f"git add -A && git {ident} commit -qm clean").ok
         bug = sandbox.exec("git diff HEAD HEAD~1 -- pager").stdout
@@ -137,8 +141,9 @@ def test_swesmith_bug_patch_is_applied_and_reverted(bundled_tasks: list[Task]) -
             repo="swesmith/pager",
             gold_patch=bug,
             gold_patch_reversed=True,
-            fail_to_pass=sample.fail_to_pass,
-            pass_to_pass=sample.pass_to_pass,
+            grading=SWEBenchGrading(
+                fail_to_pass=grading.fail_to_pass, pass_to_pass=grading.pass_to_pass
+            ),
         )
         from sandbox_runtime.swe.prepare import prepare
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox_runtime.swe import _swebench
-from sandbox_runtime.swe.grading import r2e_reward
+from sandbox_runtime.swe.formats.r2e import r2e_reward
 from sandbox_runtime.swe.parsers import (
     parse_any,
     parse_pytest,

@@ -8,18 +8,22 @@ import pytest
 
 from sandbox_runtime.swe import Task, TaskError, TaskFormat, detect_format, parse_row, read_rows
 from sandbox_runtime.swe.commit import ParsedCommit, is_r2e_test_path, parse_unified_diff
+from sandbox_runtime.swe.formats.r2e import R2EGrading
+from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from tests.swe import rows_fixtures as fx
 
 
 def test_r2e_row_gives_gold_patch_expected_output_and_id() -> None:
     task = parse_row(fx.r2e_row())
-    assert task.format is TaskFormat.R2E
+    assert task.format == TaskFormat.R2E
     assert task.repo == "orange3"
     assert task.image == fx.r2e_row()["docker_image"]
     assert task.gold_patch == fx.GOLD_PATCH
-    assert "tests/test_core.py" in task.test_patch
-    assert "stats/core.py" not in task.test_patch
-    assert task.expected_output == {"test_mean": "PASSED", "TestStats.test_var": "PASSED"}
+    assert "tests/test_core.py" not in task.gold_patch
+    assert task.grading_as(R2EGrading).expected_output == {
+        "test_mean": "PASSED",
+        "TestStats.test_var": "PASSED",
+    }
     assert task.task_id == "orange3__0f9e8d7c6b5a"
     assert task.base_commit == "8f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6"
     assert task.source == fx.r2e_row()
@@ -27,14 +31,14 @@ def test_r2e_row_gives_gold_patch_expected_output_and_id() -> None:
 
 def test_swebench_row_lists_from_json_text_and_default_image() -> None:
     task = parse_row(fx.swebench_row())
-    assert task.format is TaskFormat.SWEBENCH
-    assert task.fail_to_pass == (
+    assert task.format == TaskFormat.SWEBENCH
+    assert task.grading_as(SWEBenchGrading).fail_to_pass == (
         "test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE",
     )
-    assert len(task.pass_to_pass) == 2
-    assert task.version == "2.4"
+    assert len(task.grading_as(SWEBenchGrading).pass_to_pass) == 2
+    assert task.grading_as(SWEBenchGrading).version == "2.4"
     assert task.image == "swebench/sweb.eval.x86_64.psf_1776_requests-2317:latest"
-    assert task.eval_script is None
+    assert task.grading_as(SWEBenchGrading).eval_script is None
 
 
 def test_swebench_row_with_newer_harness_fields_and_list_values() -> None:
@@ -48,11 +52,11 @@ def test_swebench_row_with_newer_harness_fields_and_list_values() -> None:
         "eval_type": "pass_and_fail",
     }
     task = parse_row(row)
-    assert task.fail_to_pass == ("a.py::t",)
+    assert task.grading_as(SWEBenchGrading).fail_to_pass == ("a.py::t",)
     assert task.image is not None
     assert task.image.endswith(":v2")
-    assert task.eval_script == "#!/bin/bash\necho hi\n"
-    assert task.log_parser == "parse_log_requests"
+    assert task.grading_as(SWEBenchGrading).eval_script == "#!/bin/bash\necho hi\n"
+    assert task.grading_as(SWEBenchGrading).log_parser == "parse_log_requests"
 
 
 def test_r2e_gym_copy_of_swebench_lite_uses_its_image_and_run_tests() -> None:
@@ -65,32 +69,34 @@ def test_r2e_gym_copy_of_swebench_lite_uses_its_image_and_run_tests() -> None:
     assert detect_format(row) == "swebench"
     task = parse_row(row)
     assert task.image == row["docker_image"]
-    assert task.eval_script == row["run_tests"]
+    assert task.grading_as(SWEBenchGrading).eval_script == row["run_tests"]
 
 
 def test_swesmith_row_fix_is_the_reverted_bug_patch() -> None:
     task = parse_row(fx.swesmith_row())
-    assert task.format is TaskFormat.SWESMITH
+    assert task.format == TaskFormat.SWESMITH
     assert task.gold_patch_reversed
     assert task.image == "jyangballin/swesmith.x86_64.oauthlib_1776_oauthlib.1fd52536:latest"
-    assert task.fail_to_pass == ("tests/test_common.py::ParametersTest::test_urldecode",)
+    assert task.grading_as(SWEBenchGrading).fail_to_pass == (
+        "tests/test_common.py::ParametersTest::test_urldecode",
+    )
 
 
 def test_jsonl_task_with_r2e_ds_json_merges_both(tmp_path: Path) -> None:
     (tmp_path / "entry.json").write_text(json.dumps(fx.r2e_row()))
     task = parse_row(fx.jsonl_row("entry.json"), base_dir=tmp_path)
     assert task.task_id == "repoenv_sample_calc_fix"
-    assert task.format is TaskFormat.R2E
+    assert task.format == TaskFormat.R2E
     assert task.max_steps == 6
     assert task.workdir == "/repo"
     assert task.image == "graph_planner/repoenv-sample:latest"
     assert task.problem_statement.startswith("Fix calc.add returning subtraction")
-    assert task.expected_output is not None
+    assert task.grading_as(R2EGrading).expected_output is not None
 
 
-def test_jsonl_task_without_grading_data_is_plain() -> None:
+def test_jsonl_task_without_grading_data_is_graded_by_its_command() -> None:
     task = parse_row(fx.jsonl_row(None))
-    assert task.format is TaskFormat.PLAIN
+    assert task.format == TaskFormat.JSONL
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
         "--dataset", action="append", default=[], metavar="SOURCE", help=f"task source: {_SOURCES}"
     )
     group.add_argument("--split", default="train", help="split of a Hugging Face dataset")
-    group.add_argument("--format", choices=("r2e", "swebench", "swesmith", "jsonl"))
+    group.add_argument("--format", metavar="NAME", help="task format (default: detected per row)")
 
 
 def _add_registry_options(parser: argparse.ArgumentParser, flag: str, required: bool) -> None:

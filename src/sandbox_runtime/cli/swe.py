@@ -52,7 +52,9 @@ def register(subparsers: Any) -> None:
     run.add_argument("-j", "--jobs", type=int, default=1, help="tasks run at once")
     run.add_argument("--report", type=Path, help="write the JSON report here")
     run.add_argument("--trajectories", type=Path, help="write one JSONL record per task here")
-    run.add_argument("--format", choices=["r2e", "swebench", "swesmith", "jsonl"])
+    run.add_argument(
+        "--format", metavar="NAME", help="task format of the rows (default: detected per row)"
+    )
     run.add_argument("--split", default="train", help="split of a Hugging Face dataset")
     run.add_argument("--select", action="append", metavar="IDS", help="only these task ids")
     run.add_argument("--sort-by-image", action="store_true", help="order tasks by image")
@@ -79,7 +81,9 @@ def register(subparsers: Any) -> None:
     sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
     show = sub.add_parser("list", help="read a task source and list its tasks and bad rows")
     show.add_argument("source")
-    show.add_argument("--format", choices=["r2e", "swebench", "swesmith", "jsonl"])
+    show.add_argument(
+        "--format", metavar="NAME", help="task format of the rows (default: detected per row)"
+    )
     show.add_argument("--split", default="train")
     show.set_defaults(handler=_tasks_list)
     convert = sub.add_parser("convert", help="write a source's good rows as JSONL")
@@ -262,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
 def _tasks_list(args: argparse.Namespace) -> int:
     tasks, errors = _load([args.source], args.format, args.split)
     for task in tasks:
-        print(f"{task.task_id}\t{task.format.value}\t{task.repo}\t{task.image or ''}")
+        print(f"{task.task_id}\t{task.format}\t{task.repo}\t{task.image or ''}")
     for error in errors:
         print(f"bad row: {error}", file=sys.stderr)
     print(f"{len(tasks)} task(s), {len(errors)} bad row(s)", file=sys.stderr)

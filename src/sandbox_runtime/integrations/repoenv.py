@@ -8,7 +8,7 @@ its *engine* (``docker`` by default, like R2E-Gym; ``local``, ``ags`` or any ins
 
 * the image and the workdir come from the entry unless the config sets them;
 * after the engine starts the sandbox, the R2E-Gym setup runs in it
-  (:func:`~sandbox_runtime.swe.prepare.r2e_setup_script`, idempotent);
+  (:func:`~sandbox_runtime.swe.formats.r2e.r2e_setup_script`, idempotent);
 * every primitive is the engine's own, so timeouts, file transfer, lifetimes and reaping are
   the engine's: ``sandbox-runtime reap`` finds a lost ``repoenv`` sandbox under its engine.
 
@@ -111,7 +111,8 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
         if task is not None and config.image is None:
             from sandbox_runtime.swe.images import resolve_image
 
-            update["image"] = resolve_image(task, opts.engine, base_image=opts.base_image)
+            capabilities = cls.capabilities_for(opts)
+            update["image"] = resolve_image(task, capabilities, base_image=opts.base_image)
         if config.image is None and "image" not in update:
             raise ConfigError("repoenv needs an entry (options.ds or options.ds_json) or an image")
         return config.model_copy(update=update) if update else config
@@ -142,7 +143,7 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
 
     def start(self) -> None:
         self._engine.start()
-        from sandbox_runtime.swe.prepare import r2e_setup_script
+        from sandbox_runtime.swe.formats.r2e import r2e_setup_script
 
         setup = ExecRequest(
             command=r2e_setup_script(self.config.workdir),

@@ -1,10 +1,13 @@
 """Where a task's sandbox comes from on each backend, and building the samples' images.
 
-Rows name Docker images.  The ``local`` backend needs a host directory instead, so for the
-bundled samples :func:`resolve_image` hands it the sample's template tree; a row whose image
-already is a directory works as is.  On ``docker`` the samples' images are built locally
-(no registry is needed) ``FROM`` a base image that has python3, git and bash, by copying the
-same template tree to ``/``: the images and the local templates are the same environment.
+Rows name Docker images.  A backend whose images are host directories
+(``Capability.DIRECTORY_IMAGES``, such as ``local``) gets the bundled samples' template trees
+instead, and a row whose image already is a directory works as is.  A backend that runs this
+machine's engine images (``Capability.ENGINE_IMAGES``: docker, kubernetes on the emulator or a
+one-node cluster) gets the samples' images built locally (no registry is needed) ``FROM`` a
+base image that has python3, git and bash, by copying the same template tree to ``/``: the
+images and the templates are the same environment.  Backends are asked what they can do,
+never named.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import logging
 import os
 import tarfile
 import threading
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from sandbox_runtime.backend import Capability
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe.samples import is_sample_image, load_sample, template_dir
 from sandbox_runtime.swe.task import Task
@@ -30,30 +35,30 @@ logger = logging.getLogger("sandbox_runtime.swe")
 DEFAULT_BASE_IMAGE = "sandbox-runtime-test/base:bookworm"
 _DIGEST_LABEL = "sandbox-runtime.sample-digest"
 _build_lock = threading.Lock()
-#: Backends whose sandboxes run images of this machine's Docker engine.
-_BUILT_BY_DOCKER = frozenset({"docker", "kubernetes"})
 
 
-def resolve_image(task: Task, backend: str, *, base_image: str | None = None) -> str | None:
-    """The ``image`` to open ``task``'s sandbox with on ``backend``.
+def resolve_image(
+    task: Task, capabilities: Collection[Capability], *, base_image: str | None = None
+) -> str | None:
+    """The ``image`` to open ``task``'s sandbox with on a backend that can do ``capabilities``.
 
-    Samples: their template directory on ``local``, their image built by the local Docker
-    engine on ``docker`` and ``kubernetes`` (now, if missing or stale; a real cluster's nodes
-    must then be able to pull it, e.g. a one-node cluster on this engine, or the emulator).
-    Other tasks keep the row's image; on ``local`` it must be a directory.
+    Samples: their template directory where images are directories, their image built by the
+    local Docker engine where engine images run (now, if missing or stale; a real cluster's
+    nodes must then be able to pull it).  Other tasks keep the row's image, which must be a
+    directory where images are directories.
     """
     image = task.image
-    if backend == "local":
+    if Capability.DIRECTORY_IMAGES in capabilities:
         if is_sample_image(image):
             assert image is not None
             return str(template_dir(image.split("/", 1)[1].split(":", 1)[0]))
         if image and not Path(image).is_dir():
             raise ConfigError(
-                f"task {task.task_id}: the local backend needs a directory as image, and "
-                f"{image!r} is a container image; use --backend docker"
+                f"task {task.task_id}: this backend's images are host directories, and "
+                f"{image!r} is a container image; use a container backend such as docker"
             )
         return image
-    if backend in _BUILT_BY_DOCKER and is_sample_image(image):
+    if Capability.ENGINE_IMAGES in capabilities and is_sample_image(image):
         assert image is not None
         return build_sample_image(image.split("/", 1)[1].split(":", 1)[0], base=base_image)
     return image

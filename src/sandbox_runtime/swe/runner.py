@@ -22,10 +22,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_runtime.backend import Capability
 from sandbox_runtime.config import SandboxConfig
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.ownership import default_run_id
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.registry import load_backend
+from sandbox_runtime.runtime import SandboxRuntime, validate_options
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, grade
 from sandbox_runtime.swe.images import resolve_image
@@ -59,30 +61,37 @@ class RunOptions:
 def task_sandbox_config(
     task: Task, options: RunOptions, *, run_id: str | None = None
 ) -> SandboxConfig:
-    """The sandbox a task runs in: its image resolved for the backend, its workdir and env."""
+    """The sandbox a task runs in: its image resolved for the backend, its workdir and env.
+
+    What the backend can do decides where the image comes from and whether the task's
+    mounts are possible; the backend is asked, never named.
+    """
     backend_options: dict[str, Any] = dict(options.backend_options)
-    if task.mounts:
-        if options.backend != "docker":
-            raise SandboxError(f"task {task.task_id}: mounts need the docker backend")
-        volumes = list(backend_options.get("volumes", []))
-        volumes += [f"{host}:{inside}" for host, inside in task.mounts.items()]
-        backend_options["volumes"] = volumes
-    # repoenv runs on an engine backend: the image is resolved for that engine.
-    if options.backend == "repoenv":
-        image_backend = str(backend_options.get("engine", "docker"))
-    else:
-        image_backend = options.backend
+    capabilities = backend_capabilities(options.backend, backend_options)
+    if task.mounts and Capability.HOST_MOUNTS not in capabilities:
+        raise SandboxError(
+            f"task {task.task_id}: its mounts need a backend that binds host paths "
+            f"(host_mounts), and {options.backend!r} does not"
+        )
     return SandboxConfig(
         backend=options.backend,
-        image=resolve_image(task, image_backend, base_image=options.base_image),
+        image=resolve_image(task, capabilities, base_image=options.base_image),
         workdir=task.workdir,
         env=dict(task.env),
+        mounts=dict(task.mounts),
         exec_timeout=max(options.step_timeout, options.test_timeout),
         lifetime=options.lifetime,
         run_id=run_id,
         labels={"sandbox-runtime.task": task.task_id[:63]},
         options=backend_options,
     )
+
+
+def backend_capabilities(backend: str, options: dict[str, Any]) -> frozenset[Capability]:
+    """What sandboxes of ``backend`` opened with ``options`` can do."""
+    backend_cls = load_backend(backend)
+    config = SandboxConfig(backend=backend, options=options)
+    return backend_cls.capabilities_for(validate_options(config, backend_cls))
 
 
 class Runner:
@@ -175,7 +184,7 @@ class Runner:
     def _one(self, task: Task) -> TaskOutcome:
         outcome = TaskOutcome(
             task_id=task.task_id,
-            format=task.format.value,
+            format=task.format,
             repo=task.repo,
             backend=self.options.backend,
             agent=self.agent_name,

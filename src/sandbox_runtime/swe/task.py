@@ -1,24 +1,26 @@
 """The task model: one SWE task, whatever row format it came from.
 
 Rows from R2E-Gym, SWE-bench and SWE-smith (and the JSONL task format) name the same
-things differently; :mod:`sandbox_runtime.swe.rows` reads each of them into this one
-:class:`Task`, and everything downstream (sandbox setup, agents, grading, reports) reads
-only the task.  The original row is kept in :attr:`Task.source`, so exports such as the
-rLLM parquet pair hand consumers exactly what they would have read themselves.
+things differently; each task format (:mod:`sandbox_runtime.swe.formats`) reads its rows
+into this one :class:`Task`, and everything downstream (sandbox setup, agents, reports)
+reads only the task.  What only grading needs is the format's own typed
+:class:`GradingBlock`, read back by the same format when it grades.  The original row is kept
+in :attr:`Task.source`, so exports such as the rLLM parquet pair hand consumers exactly what
+they would have read themselves.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-__all__ = ["Task", "TaskError", "TaskFormat"]
+__all__ = ["GradingBlock", "Task", "TaskError", "TaskFormat"]
 
 
 class TaskFormat(str, enum.Enum):
-    """Which benchmark's rules grade a task."""
+    """The names of the built-in task formats (third-party formats bring their own names)."""
 
     R2E = "r2e"
     """R2E-Gym: the parsed test results must equal ``expected_output_json``."""
@@ -26,8 +28,22 @@ class TaskFormat(str, enum.Enum):
     """SWE-bench: every FAIL_TO_PASS and PASS_TO_PASS test must pass."""
     SWESMITH = "swesmith"
     """SWE-smith: as SWE-bench; the row's ``patch`` introduces the bug, so the fix reverts it."""
-    PLAIN = "plain"
+    JSONL = "jsonl"
     """A JSONL task without grading data: the repository's own test command must pass."""
+
+
+class GradingBlock(BaseModel):
+    """What a task's format needs in order to grade it; each format subclasses this.
+
+    ``kind`` names the block's shape, so a serialised task says what it carries.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+
+
+G = TypeVar("G", bound=GradingBlock)
 
 
 class TaskError(ValueError):
@@ -48,8 +64,10 @@ class Task(BaseModel):
 
     task_id: str
     """Unique name of the task (``instance_id`` for SWE-bench and SWE-smith rows)."""
-    format: TaskFormat
-    """Which benchmark's grading rules apply."""
+    format: str
+    """The task format that prepares and grades it (``r2e``, ``swebench``, or a third party's)."""
+    row_format: str = ""
+    """The format that read the row (``jsonl`` for a JSONL task wrapping an R2E-Gym entry)."""
     repo: str
     """Repository name as the row gives it (``owner/name`` or R2E's short ``repo_name``)."""
     image: str | None = None
@@ -64,33 +82,31 @@ class Task(BaseModel):
     """The reference fix as a unified diff (for SWE-smith: the bug patch, applied reversed)."""
     gold_patch_reversed: bool = False
     """True when the fix is ``gold_patch`` applied in reverse (SWE-smith)."""
-    test_patch: str = ""
-    """SWE-bench: the diff that adds the tests the fix must make pass."""
-    fail_to_pass: tuple[str, ...] = ()
-    """Tests that fail before the fix and must pass after it."""
-    pass_to_pass: tuple[str, ...] = ()
-    """Tests that pass before the fix and must keep passing."""
-    expected_output: dict[str, str] | None = None
-    """R2E-Gym: the parsed test results the fixed repository produces."""
-    version: str | None = None
-    """SWE-bench: the repository version key of the harness's spec tables."""
-    eval_script: str | None = None
-    """A complete test script from the row (SWE-bench ``eval_script`` or R2E's ``run_tests``)."""
-    log_parser: str | None = None
-    """SWE-bench: the name of the ``swebench`` log parser the row asks for."""
-    eval_type: str | None = None
-    """SWE-bench: ``pass_and_fail`` (default) or ``fail_only``."""
-    test_command: str | None = None
-    """Plain tasks: the command whose pytest-style results grade the task."""
+    grading: SerializeAsAny[GradingBlock] = Field(default_factory=lambda: GradingBlock(kind="none"))
+    """The format's own grading data (test lists, expected results, scripts)."""
     max_steps: int | None = None
     """Step limit the row asks for (the CLI's ``--max-steps`` wins)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables of every command in the task's sandbox."""
     mounts: dict[str, str] = Field(default_factory=dict)
-    """Bind mounts ``{host_path: sandbox_path}`` (docker backend only)."""
+    """Bind mounts ``{host_path: sandbox_path}`` (backends with the ``host_mounts`` capability)."""
     source: dict[str, Any] = Field(default_factory=dict, repr=False)
     """The row as it was read, for exports that must hand consumers the original."""
 
+    @field_validator("format", "row_format", mode="before")
+    @classmethod
+    def _plain_name(cls, value: Any) -> Any:
+        # TaskFormat.R2E and "r2e" are the same format; keep the plain string.
+        return value.value if isinstance(value, enum.Enum) else value
+
+    def grading_as(self, block: type[G]) -> G:
+        """:attr:`grading` as the format's own block type (``TypeError`` if it is another)."""
+        if not isinstance(self.grading, block):
+            raise TypeError(
+                f"task {self.task_id} carries {type(self.grading).__name__}, not {block.__name__}"
+            )
+        return self.grading
+
     def short(self) -> str:
         """A one-line description for logs and tables."""
-        return f"{self.task_id} [{self.format.value}] {self.repo}"
+        return f"{self.task_id} [{self.format}] {self.repo}"

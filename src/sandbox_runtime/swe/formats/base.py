@@ -1,0 +1,95 @@
+"""What a task format is: detect, parse, prepare, grade and write one kind of row.
+
+A format is a class with class methods (no state): the registry in
+:mod:`sandbox_runtime.swe.formats` finds it by name, and everything else asks it, so adding
+SWE-bench Pro or Multi-SWE-bench is one module and one entry point.  A format raises
+pydantic's ``ValidationError`` or :class:`~sandbox_runtime.swe.task.TaskError` for a bad row;
+the caller adds which row it was.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from sandbox_runtime.runtime import SandboxRuntime
+    from sandbox_runtime.swe.grading import GradeResult
+    from sandbox_runtime.swe.task import Task
+
+__all__ = ["ParseContext", "RowFormat", "json_list"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParseContext:
+    """Where a row came from: its label for messages, and the directory of its file."""
+
+    label: str
+    base_dir: Path
+
+
+class RowFormat(abc.ABC):
+    """One task format.  Subclass it, name it, and register it as an entry point::
+
+    [project.entry-points."sandbox_runtime.task_formats"]
+    my-format = "my_package.formats:MyFormat"
+    """
+
+    #: The name tasks carry in ``Task.format`` and users give to ``--format``.
+    name: ClassVar[str] = ""
+    #: One line for ``sandbox-runtime formats``.
+    description: ClassVar[str] = ""
+    #: Detection order: higher is asked first.  Built-ins use 10-40; a third-party format
+    #: whose rows carry distinctive keys should use more, so it is asked before them.
+    priority: ClassVar[int] = 100
+
+    @classmethod
+    @abc.abstractmethod
+    def detect(cls, row: Mapping[str, Any]) -> bool:
+        """True when ``row`` looks like this format's (cheap: keys, not validation)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def parse(cls, row: dict[str, Any], context: ParseContext) -> Task:
+        """The task a row describes; ``Task.grading`` carries what :meth:`grade` needs."""
+
+    @classmethod
+    def prepare(cls, task: Task, sandbox: SandboxRuntime) -> None:
+        """Ready a freshly started sandbox the way the benchmark's own environment does.
+
+        Raises :class:`~sandbox_runtime.swe.prepare.SetupError`.  The default does nothing
+        (an image that is ready as it is, as SWE-bench's are).
+        """
+        return
+
+    @classmethod
+    @abc.abstractmethod
+    def grade(cls, task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:
+        """Run the task's tests after the agent and apply the benchmark's rule.
+
+        Return ``GradeResult(None, reason)`` when the tests gave no verdict (an error, never
+        a 0); sandbox errors may simply propagate, the caller turns them into errors.
+        """
+
+    @classmethod
+    def write(cls, task: Task) -> dict[str, Any]:
+        """The row to export for ``task``: by default the row as it was read."""
+        return dict(task.source)
+
+
+def json_list(value: Any) -> Any:
+    """A list of test ids from JSON text (SWE-bench's storage) or a list (newer dumps)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc.msg}") from None
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError("must be a list of test ids (or JSON text of one)")
+    return value
