@@ -152,7 +152,9 @@ class SandboxConfig(BaseModel):
     @field_validator("env")
     @classmethod
     def _check_env(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, text in value.items():
             if not key or "=" in key or "\0" in key:
                 raise ValueError(f"invalid environment variable name {key!r}")
+            if "\0" in text:
+                raise ValueError(f"environment variable {key} contains a NUL byte")
         return value

@@ -266,11 +266,19 @@ class SandboxRuntime:
             normalized = tuple(command)
             if not normalized:
                 raise ConfigError("empty argument vector")
+        # No process can receive a NUL byte in an argument: refuse it the same way on every
+        # backend instead of letting each fail its own way (or run a truncated command).
+        if any(
+            "\0" in part for part in ([normalized] if isinstance(normalized, str) else normalized)
+        ):
+            raise ConfigError("a command cannot contain a NUL byte")
         merged_env = dict(self._config.env)
         if env:
-            for key in env:
+            for key, value in env.items():
                 if not key or "=" in key or "\0" in key:
                     raise ConfigError(f"invalid environment variable name {key!r}")
+                if "\0" in value:
+                    raise ConfigError(f"environment variable {key} contains a NUL byte")
             merged_env.update(env)
         if timeout is _DEFAULT:
             timeout = self._config.exec_timeout

@@ -163,7 +163,9 @@ def test_bad_rows_are_skipped_and_named(tmp_path: Path) -> None:
         tmp_path, str(source), "--agent", "null", "--quiet", "--report", str(tmp_path / "r.json")
     )
     assert done.returncode == 0, done.stderr
-    assert "row 0 (instance_id=broken-1), field 'FAIL_TO_PASS': not valid JSON" in done.stderr
+    assert f"row {source}:1 (instance_id=broken-1), field 'FAIL_TO_PASS': not valid JSON" in (
+        done.stderr
+    )
     document = json.loads((tmp_path / "r.json").read_text())
     assert document["summary"]["tasks"] == 1
     assert len(document["skipped_rows"]) == 1

@@ -11,6 +11,7 @@ from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.dataset import (
     DatasetError,
     load_rows,
+    read_source,
     select_tasks,
     write_jsonl,
     write_rllm_parquet,
@@ -38,8 +39,11 @@ def test_bad_sources_raise_dataset_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="no such task file"):
         load_rows(str(tmp_path / "missing.jsonl"))
     (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{nope\n')
-    with pytest.raises(DatasetError, match=r"bad.jsonl:2: not valid JSON"):
-        load_rows(str(tmp_path / "bad.jsonl"))
+    found = read_source(str(tmp_path / "bad.jsonl"))
+    assert found.rows == [{"a": 1}]
+    assert found.labels == [f"{tmp_path / 'bad.jsonl'}:1"]
+    assert len(found.errors) == 1
+    assert "bad.jsonl:2: not valid JSON" in found.errors[0]
     with pytest.raises(DatasetError, match="unknown sample row shape"):
         load_rows("bundled:nope")
 

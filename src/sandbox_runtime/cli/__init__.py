@@ -1,7 +1,11 @@
 """The ``sandbox-runtime`` command line.
 
 Each feature area registers its own subcommands from its own module (``register(subparsers)``),
-so this file only assembles them; argparse keeps the core free of CLI dependencies.
+so this file only assembles them and runs them under the one error handler every subcommand
+shares (:func:`_failure`): a one-line ``sandbox-runtime: ...`` message, exit code 2 for what
+the user can fix (bad flags, files, names, values) and 1 for what failed while running
+(a backend, a sandbox), tracebacks only with ``--debug``.  argparse keeps the core free of
+CLI dependencies.
 """
 
 from __future__ import annotations
@@ -10,9 +14,24 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
-__all__ = ["main"]
+from pydantic import ValidationError
+
+from sandbox_runtime import __version__
+from sandbox_runtime.errors import BackendNotFoundError, ConfigError, SandboxError
+
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_USAGE", "main"]
+
+#: Something failed while running (a backend, a sandbox, a task that errored).
+EXIT_FAILURE = 1
+#: The user can fix it: a flag, a file, a name, a value.
+EXIT_USAGE = 2
+#: Interrupted (Ctrl-C or SIGTERM); every sandbox of the run was closed.
+EXIT_INTERRUPTED = 130
 
 #: Modules that add subcommands, in help order.  Each has ``register(subparsers) -> None``;
 #: a module whose optional dependencies are missing is skipped, not fatal.
@@ -24,14 +43,25 @@ _COMMAND_MODULES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line like every other error (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"sandbox-runtime: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sandbox-runtime",
         description="One interface to isolated Linux sandboxes, whatever runs them.",
     )
+    parser.add_argument("--version", action="version", version=f"sandbox-runtime {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (and debug logs)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in _COMMAND_MODULES:
@@ -45,18 +75,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _failure(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message for an error that ended a command."""
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc'])) or 'value'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        return EXIT_USAGE, f"invalid {exc.title}: {problems}"
+    if isinstance(exc, (ConfigError, BackendNotFoundError)):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, SandboxError):
+        return EXIT_FAILURE, str(exc)
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        where = f": {exc.filename}" if exc.filename else ""
+        return EXIT_USAGE, f"{exc.strerror or exc}{where}"
+    if isinstance(exc, ImportError):
+        return EXIT_USAGE, str(exc)
+    return EXIT_FAILURE, f"internal error: {type(exc).__name__}: {exc} (--debug shows where)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments)
+    level = logging.DEBUG if args.debug else logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
+        config = getattr(args, "config", None)
+        if config is not None:
+            from sandbox_runtime.cli._config import apply_config
+
+            apply_config(args.subparser, Path(config))
+            args = parser.parse_args(arguments)
         return int(handler(args))
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print("sandbox-runtime: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        code, message = _failure(exc)
+        print(f"sandbox-runtime: {_one_line(message)}", file=sys.stderr)
+        return code

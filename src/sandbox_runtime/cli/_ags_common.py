@@ -1,35 +1,28 @@
-"""What every ``sandbox-runtime ags ...`` command shares: connection options, output, errors.
+"""What every ``sandbox-runtime ags ...`` command shares: connection options and output.
 
 Every command takes the same connection options (falling back to the environment, as the
-``ags`` backend does), prints a human-readable result or, with ``--json``, one JSON document
-on stdout, and turns the library's typed errors into one line on stderr and exit code 1 (2
-for bad input).  Secrets are never printed: credentials only ever travel as ``SecretStr``,
-and error messages come from the clients, which scrub them.
+``ags`` backend does) and prints a human-readable result or, with ``--json``, one JSON document
+on stdout; errors go through the command line's one handler (one line, exit 1 or 2).  Secrets
+are never printed: credentials only ever travel as ``SecretStr``, and error messages come
+from the clients, which scrub them.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
-from sandbox_runtime.errors import ConfigError, SandboxError
+from sandbox_runtime.errors import ConfigError
 
 __all__ = [
     "common_options",
     "connection",
     "emit",
-    "handled",
     "key_values",
     "print_table",
 ]
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -93,34 +86,3 @@ def print_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> None:
     for row in table:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         print("  ".join([*cells, row[-1]]).rstrip())
-
-
-def handled(handler: Handler) -> Handler:
-    """Run a command; typed errors become one line on stderr and a non-zero exit code."""
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except ValidationError as exc:
-            print(f"ags: invalid input: {_validation_text(exc)}", file=sys.stderr)
-            return 2
-        except ConfigError as exc:
-            print(f"ags: {exc}", file=sys.stderr)
-            return 2
-        except SandboxError as exc:
-            print(f"ags: {exc}", file=sys.stderr)
-            return 1
-        except ImportError as exc:
-            print(f"ags: {exc}", file=sys.stderr)
-            return 2
-
-    return run
-
-
-def _validation_text(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
-    return "; ".join(parts)

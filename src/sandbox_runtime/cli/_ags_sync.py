@@ -17,12 +17,13 @@ from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 
-from ._ags_common import common_options, connection, emit, handled, print_table
+from ._ags_common import common_options, connection, emit, print_table
 from ._ags_tools import add_tool_options, tool_fields
+from ._tasks import SOURCES_HELP
 
 __all__ = ["register"]
 
-_SOURCES = "bundled | bundled:r2e | bundled:swebench | FILE.json/.jsonl/.parquet | hf:NAME[:SPLIT]"
+_SOURCES = SOURCES_HELP
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +83,7 @@ def register(commands: Any) -> None:
     sync.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls")
     add_tool_options(sync)
     _add_registry_options(sync, "--push-registry", required=False)
-    sync.set_defaults(handler=handled(_sync))
+    sync.set_defaults(handler=_sync)
 
     push = commands.add_parser(
         "push",
@@ -97,20 +98,17 @@ def register(commands: Any) -> None:
     _add_dataset_options(push)
     _add_registry_options(push, "--registry", required=True)
     push.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    push.set_defaults(handler=handled(_push))
+    push.set_defaults(handler=_push)
 
 
 def _images(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    from sandbox_runtime.swe.dataset import load_rows
-    from sandbox_runtime.swe.rows import read_rows
+    from sandbox_runtime.cli._tasks import load_tasks
 
     images = list(extra)
-    for source in args.dataset:
-        base = Path(source).parent if Path(source).exists() else None
-        result = read_rows(load_rows(source, split=args.split), format=args.format, base_dir=base)
-        for error in result.errors:
-            print(f"skipped {error}", file=sys.stderr)
-        images += [task.image for task in result.tasks if task.image]
+    loaded = load_tasks(list(args.dataset), args.format, args.split)
+    for problem in loaded.problems:
+        print(f"skipped {problem}", file=sys.stderr)
+    images += [task.image for task in loaded.tasks if task.image]
     images = list(dict.fromkeys(images))
     if not images:
         raise ConfigError("no image: give --dataset SOURCE or images")

@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any
 
-from ._ags_common import common_options, connection, emit, handled, key_values, print_table
+from ._ags_common import common_options, connection, emit, key_values, print_table
 
 __all__ = ["add_tool_options", "register", "tool_fields"]
 
@@ -110,25 +110,25 @@ def register(commands: Any) -> None:
     create.add_argument("--description", default="")
     create.add_argument("--no-wait", action="store_true", help="return while still CREATING")
     create.add_argument("--wait-timeout", type=float, default=600.0, help="seconds (default 600)")
-    create.set_defaults(handler=handled(_create))
+    create.set_defaults(handler=_create)
 
     get = sub.add_parser("get", parents=[common], help="show one tool")
     get.add_argument("tool", help="name or id (sdt-...)")
-    get.set_defaults(handler=handled(_get))
+    get.set_defaults(handler=_get)
 
     listing = sub.add_parser("list", parents=[common], help="list tools")
     listing.add_argument("--tag", action="append", metavar="KEY=VALUE", help="only with this tag")
     listing.add_argument("--status", choices=("CREATING", "ACTIVE", "FAILED", "DELETING"))
-    listing.set_defaults(handler=handled(_list))
+    listing.set_defaults(handler=_list)
 
     wait = sub.add_parser("wait", parents=[common], help="wait until a tool is ACTIVE")
     wait.add_argument("tool", help="name or id")
     wait.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
-    wait.set_defaults(handler=handled(_wait))
+    wait.set_defaults(handler=_wait)
 
     delete = sub.add_parser("delete", parents=[common], help="delete tools")
     delete.add_argument("tools", nargs="+", metavar="TOOL", help="names or ids")
-    delete.set_defaults(handler=handled(_delete))
+    delete.set_defaults(handler=_delete)
 
     instances = commands.add_parser("instances", help="start, stop and list instances; tokens")
     isub = instances.add_subparsers(dest="instances_command", metavar="ACTION")
@@ -145,23 +145,23 @@ def register(commands: Any) -> None:
     )
     start.add_argument("--metadata", action="append", metavar="KEY=VALUE")
     start.add_argument("--no-wait", action="store_true", help="return while still STARTING")
-    start.set_defaults(handler=handled(_start))
+    start.set_defaults(handler=_start)
 
     stop = isub.add_parser("stop", parents=[common], help="stop instances")
     stop.add_argument("instances", nargs="+", metavar="INSTANCE")
-    stop.set_defaults(handler=handled(_stop))
+    stop.set_defaults(handler=_stop)
 
     ilist = isub.add_parser("list", parents=[common], help="list instances")
     ilist.add_argument("--tool-id")
     ilist.add_argument("--status", help="e.g. RUNNING")
-    ilist.set_defaults(handler=handled(_instances))
+    ilist.set_defaults(handler=_instances)
 
     token = isub.add_parser("token", parents=[common], help="acquire a data-plane token")
     token.add_argument("instance")
     token.add_argument(
         "--reveal", action="store_true", help="print the token itself (it is a credential)"
     )
-    token.set_defaults(handler=handled(_token))
+    token.set_defaults(handler=_token)
 
 
 # -- tools ---------------------------------------------------------------------------------

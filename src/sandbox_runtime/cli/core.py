@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any
 
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.cli._args import backend_options, positive_float
+from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.registry import list_backends, load_backend
 from sandbox_runtime.runtime import SandboxRuntime
 
@@ -49,7 +50,16 @@ def register(subparsers: Any) -> None:
     run.add_argument("--backend", default="local")
     run.add_argument("--image")
     run.add_argument("--workdir", default="/workspace")
-    run.add_argument("--timeout", type=float, default=None, help="seconds (default: no limit)")
+    run.add_argument(
+        "--timeout", type=positive_float, default=None, help="seconds (default: no limit)"
+    )
+    run.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the backend (repeat; VALUE may be JSON)",
+    )
     run.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
     run.set_defaults(handler=_exec)
 
@@ -118,11 +128,15 @@ def _exec(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        print("exec: give the command after --", file=sys.stderr)
-        return 2
+        raise ConfigError("exec: give the command after --")
     command: str | list[str] = argv[0] if len(argv) == 1 else argv
+    options = backend_options(args.backend, args.backend_option)
     with SandboxRuntime(
-        backend=args.backend, image=args.image, workdir=args.workdir, exec_timeout=args.timeout
+        backend=args.backend,
+        image=args.image,
+        workdir=args.workdir,
+        exec_timeout=args.timeout,
+        options=options,
     ) as sandbox:
         result = sandbox.exec(command)
     sys.stdout.buffer.write(result.stdout_bytes)

@@ -20,11 +20,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from sandbox_runtime.cli._args import backend_options, positive_float, positive_int
+from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
+from sandbox_runtime.errors import ConfigError
+
 __all__ = ["register"]
 
-_EPILOG = """\
-task sources: bundled | bundled:r2e | bundled:swebench | FILE.json/.jsonl/.parquet | hf:NAME[:SPLIT]
+_EPILOG = f"""\
+task sources: {SOURCES_HELP}
 example:      sandbox-runtime run bundled --backend local --agent oracle -j 2 --report report.json
+config file:  --config run.toml with keys named as the flags (backend = "docker", jobs = 8,
+              [backend-option] volumes = ["/data:/data"]); flags given here win
+exit codes:   0 every task graded, 1 some task ended in an error (no reward), 2 bad input,
+              130 interrupted
 """
 
 
@@ -38,6 +46,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("tasks", nargs="*", metavar="TASKS", help="task sources (see below)")
+    run.add_argument("--config", metavar="FILE", help="flags from a TOML or YAML file")
     run.add_argument("--ds-json", metavar="FILE", help="smoke mode: one dataset entry (JSON)")
     run.add_argument("--backend", default="local", help="sandbox backend (default: local)")
     run.add_argument(
@@ -45,11 +54,11 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option of the backend (repeat), e.g. tool_mapping=mapping.json for ags; "
-        "never secrets, which belong in the environment",
+        help="an option of the backend (repeat); VALUE may be JSON, e.g. "
+        "volumes='[\"/data:/data\"]'; never secrets, which belong in the environment",
     )
     run.add_argument("--agent", default="oracle", help="oracle | null | scripted | llm")
-    run.add_argument("-j", "--jobs", type=int, default=1, help="tasks run at once")
+    run.add_argument("-j", "--jobs", type=positive_int, default=1, help="tasks run at once")
     run.add_argument("--report", type=Path, help="write the JSON report here")
     run.add_argument("--trajectories", type=Path, help="write one JSONL record per task here")
     run.add_argument(
@@ -58,11 +67,15 @@ def register(subparsers: Any) -> None:
     run.add_argument("--split", default="train", help="split of a Hugging Face dataset")
     run.add_argument("--select", action="append", metavar="IDS", help="only these task ids")
     run.add_argument("--sort-by-image", action="store_true", help="order tasks by image")
-    run.add_argument("--limit", type=int, help="only the first N tasks (after sorting)")
-    run.add_argument("--max-steps", type=int, help="step limit of the agent")
-    run.add_argument("--step-timeout", type=float, default=120.0, help="seconds per command")
-    run.add_argument("--time-limit", type=float, help="seconds per task for the agent")
-    run.add_argument("--test-timeout", type=float, default=300.0, help="seconds for the tests")
+    run.add_argument("--limit", type=positive_int, help="only the first N tasks (after sorting)")
+    run.add_argument("--max-steps", type=positive_int, help="step limit of the agent")
+    run.add_argument(
+        "--step-timeout", type=positive_float, default=120.0, help="seconds per command"
+    )
+    run.add_argument("--time-limit", type=positive_float, help="seconds per task for the agent")
+    run.add_argument(
+        "--test-timeout", type=positive_float, default=300.0, help="seconds for the tests"
+    )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
     run.add_argument("--script", type=Path, help="scripted agent: JSON script of tool calls")
@@ -75,7 +88,7 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--quiet", action="store_true", help="no progress and no table")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, subparser=run)
 
     tasks = subparsers.add_parser("tasks", help="list, convert and export SWE task sets")
     sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
@@ -91,36 +104,24 @@ def register(subparsers: Any) -> None:
     convert.add_argument("--out", type=Path, required=True)
     convert.add_argument("--split", default="train")
     convert.add_argument("--sort-by-image", action="store_true")
-    convert.add_argument("--limit", type=int)
+    convert.add_argument("--limit", type=positive_int)
     convert.set_defaults(handler=_tasks_convert)
     rllm = sub.add_parser("rllm", help="write rLLM's <split>.parquet and <split>_verl.parquet")
     rllm.add_argument("source")
     rllm.add_argument("--out", type=Path, required=True, help="directory (rLLM's <name> dir)")
     rllm.add_argument("--split", default="train", help="split name of the written files")
     rllm.add_argument("--sort-by-image", action="store_true")
-    rllm.add_argument("--limit", type=int)
+    rllm.add_argument("--limit", type=positive_int)
     rllm.set_defaults(handler=_tasks_rllm)
     build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
     build.add_argument("--base-image", help="base with python3, git and bash")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.set_defaults(handler=_tasks_build)
+    known = sub.add_parser("formats", help="list the task formats (built in and installed)")
+    known.set_defaults(handler=_tasks_formats)
     where = sub.add_parser("path", help="print where the bundled task files are")
     where.set_defaults(handler=_tasks_path)
     tasks.set_defaults(handler=lambda _args: (tasks.print_help(), 2)[1])
-
-
-def _load(sources: list[str], fmt: str | None, split: str) -> tuple[list[Any], list[Any]]:
-    from sandbox_runtime.swe.dataset import load_rows
-    from sandbox_runtime.swe.rows import read_rows
-
-    tasks: list[Any] = []
-    errors: list[Any] = []
-    for source in sources:
-        base = Path(source).parent if Path(source).exists() else None
-        result = read_rows(load_rows(source, split=split), format=fmt, base_dir=base)
-        tasks += result.tasks
-        errors += result.errors
-    return tasks, errors
 
 
 def _agent_factory(args: argparse.Namespace) -> Any:
@@ -135,7 +136,7 @@ def _agent_factory(args: argparse.Namespace) -> Any:
         from sandbox_runtime.swe.agents.llm import LLMConfig
 
         if not args.base_url or not args.model:
-            raise SystemExit("run: the llm agent needs --base-url and --model")
+            raise ConfigError("the llm agent needs --base-url and --model")
         options["config"] = LLMConfig(
             base_url=args.base_url,
             model=args.model,
@@ -147,31 +148,18 @@ def _agent_factory(args: argparse.Namespace) -> Any:
     return lambda: make_agent(args.agent, **options)
 
 
-def _backend_options(backend: str, pairs: list[str]) -> dict[str, str]:
-    """``--backend-option KEY=VALUE`` items, checked by the backend's options model.
-
-    Checking now makes a typo fail the run before any sandbox starts, not every task.
-    """
-    from pydantic import ValidationError
-
-    from sandbox_runtime.errors import ConfigError
-    from sandbox_runtime.registry import load_backend
-
-    options: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--backend-option must look like KEY=VALUE, got {pair!r}")
-        options[key.replace("-", "_")] = value
-    if options:
-        try:
-            load_backend(backend).options_model.model_validate(options)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-            )
-            raise ConfigError(f"--backend-option: {problems}") from exc
-    return options
+def _check_writable(path: Path | None, flag: str) -> None:
+    """Fail before the run, not after it, when an output file cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: the directory {parent} does not exist")
+    target = path if path.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise ConfigError(f"{flag} {path}: not writable")
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -179,7 +167,6 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sandbox_runtime.errors import SandboxError
     from sandbox_runtime.swe.dataset import DatasetError, select_tasks
     from sandbox_runtime.swe.progress import Progress
     from sandbox_runtime.swe.report import (
@@ -193,24 +180,25 @@ def _run(args: argparse.Namespace) -> int:
 
     sources = list(args.tasks) + ([args.ds_json] if args.ds_json else [])
     if not sources:
-        print("run: give a task source (e.g. 'bundled') or --ds-json FILE", file=sys.stderr)
-        return 2
+        raise ConfigError("give a task source (e.g. 'bundled') or --ds-json FILE")
+    # Everything the user can get wrong fails here, before any sandbox starts.
+    options_for_backend = backend_options(args.backend, args.backend_option)
+    agent_factory = _agent_factory(args)
+    _check_writable(args.report, "--report")
+    _check_writable(args.trajectories, "--trajectories")
     try:
-        tasks, errors = _load(sources, args.format, args.split)
-        ids = [i for chunk in args.select or [] for i in chunk.split(",") if i]
-        tasks = select_tasks(
-            tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
-        )
-        agent_factory = _agent_factory(args)
-        backend_options = _backend_options(args.backend, args.backend_option)
-    except (DatasetError, SandboxError) as exc:
-        print(f"run: {exc}", file=sys.stderr)
-        return 2
+        loaded = load_tasks(sources, args.format, args.split)
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from exc
+    errors = loaded.problems
+    ids = [i for chunk in args.select or [] for i in chunk.split(",") if i]
+    tasks = select_tasks(
+        loaded.tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
+    )
     for error in errors:
         print(f"skipped {error}", file=sys.stderr)
     if not tasks:
-        print("run: no task to run", file=sys.stderr)
-        return 2
+        raise ConfigError("no task to run")
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
     progress = Progress(len(tasks), enabled=not args.quiet)
@@ -231,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
         test_timeout=args.test_timeout,
         run_id=args.run_id,
         base_image=args.base_image,
-        backend_options=backend_options,
+        backend_options=options_for_backend,
     )
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -257,14 +245,15 @@ def _run(args: argparse.Namespace) -> int:
                 "backend": args.backend,
                 "agent": args.agent,
                 "sources": sources,
-                "skipped_rows": [str(error) for error in errors],
+                "skipped_rows": errors,
             }
             write_report(args.report, run_info, outcomes)
     return 1 if any(outcome.error for outcome in outcomes) else 0
 
 
 def _tasks_list(args: argparse.Namespace) -> int:
-    tasks, errors = _load([args.source], args.format, args.split)
+    loaded = load_tasks([args.source], args.format, args.split)
+    tasks, errors = loaded.tasks, loaded.problems
     for task in tasks:
         print(f"{task.task_id}\t{task.format}\t{task.repo}\t{task.image or ''}")
     for error in errors:
@@ -276,8 +265,9 @@ def _tasks_list(args: argparse.Namespace) -> int:
 def _tasks_convert(args: argparse.Namespace) -> int:
     from sandbox_runtime.swe.dataset import select_tasks, write_jsonl
 
-    tasks, errors = _load([args.source], None, args.split)
-    tasks = select_tasks(tasks, sort_by_image=args.sort_by_image, limit=args.limit)
+    loaded = load_tasks([args.source], None, args.split)
+    errors = loaded.problems
+    tasks = select_tasks(loaded.tasks, sort_by_image=args.sort_by_image, limit=args.limit)
     count = write_jsonl((task.source for task in tasks), args.out)
     for error in errors:
         print(f"bad row: {error}", file=sys.stderr)
@@ -288,8 +278,9 @@ def _tasks_convert(args: argparse.Namespace) -> int:
 def _tasks_rllm(args: argparse.Namespace) -> int:
     from sandbox_runtime.swe.dataset import select_tasks, write_rllm_parquet
 
-    tasks, errors = _load([args.source], None, "train")
-    tasks = select_tasks(tasks, sort_by_image=args.sort_by_image, limit=args.limit)
+    loaded = load_tasks([args.source], None, "train")
+    errors = loaded.problems
+    tasks = select_tasks(loaded.tasks, sort_by_image=args.sort_by_image, limit=args.limit)
     plain, verl = write_rllm_parquet([t.source for t in tasks], args.out, split=args.split)
     for error in errors:
         print(f"bad row: {error}", file=sys.stderr)
@@ -303,6 +294,15 @@ def _tasks_build(args: argparse.Namespace) -> int:
 
     for name in sample_names():
         print(build_sample_image(name, base=args.base_image, force=args.force))
+    return 0
+
+
+def _tasks_formats(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.formats import list_formats, load_format
+
+    for info in list_formats():
+        description = load_format(info.name).description
+        print(f"{info.name:<12} {description} [{info.distribution or 'built in'}]")
     return 0
 
 

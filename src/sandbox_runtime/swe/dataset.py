@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ from sandbox_runtime.swe.task import Task
 
 __all__ = [
     "DatasetError",
+    "SourceRows",
     "load_rows",
+    "read_source",
     "select_tasks",
     "write_jsonl",
     "write_rllm_parquet",
@@ -43,16 +46,58 @@ class DatasetError(SandboxError):
     """A dataset source cannot be read (missing file, bad JSON, missing extra, no network)."""
 
 
-def _read_jsonl(path: Path) -> list[Row]:
-    rows: list[Row] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+@dataclass
+class SourceRows:
+    """What a task source held: the readable rows, where each came from, and the bad lines.
+
+    One malformed or non-UTF-8 line costs that line only: it is reported (``FILE:LINE: why``)
+    and every other row is kept.
+    """
+
+    rows: list[Row] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    """``FILE:LINE`` (or ``SOURCE#INDEX``) of each row, for messages about it."""
+    errors: list[str] = field(default_factory=list)
+
+    def extend(self, other: SourceRows) -> None:
+        """Append another source's rows, labels and errors."""
+        self.rows += other.rows
+        self.labels += other.labels
+        self.errors += other.errors
+
+
+def _read_jsonl(path: Path) -> SourceRows:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
+    found = SourceRows()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        where = f"{path}:{number}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            found.errors.append(
+                f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+            )
+            continue
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-    return rows
+            found.errors.append(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(row, dict):
+            found.errors.append(f"{where}: a row must be a JSON object, not {type(row).__name__}")
+            continue
+        found.rows.append(row)
+        found.labels.append(where)
+    return found
+
+
+def _numbered(source: str, rows: list[Row]) -> SourceRows:
+    return SourceRows(rows=rows, labels=[f"{source}#{i}" for i in range(len(rows))])
 
 
 def _read_parquet(path: Path) -> list[Row]:
@@ -84,10 +129,16 @@ def _read_hf(name: str, split: str) -> list[Row]:
     return [dict(row) for row in data]
 
 
-def load_rows(source: str, *, split: str = "train") -> list[Row]:
-    """The rows of ``source`` (see the module docstring for the forms it takes)."""
+def read_source(source: str, *, split: str = "train") -> SourceRows:
+    """The rows of ``source`` (see the module docstring for the forms it takes).
+
+    Raises :class:`DatasetError` when the source itself cannot be read (a missing file, a
+    missing package, an unreachable hub); bad lines of a JSONL file are in ``errors``.
+    """
     if source == "bundled":
-        return load_rows("bundled:r2e") + load_rows("bundled:swebench")
+        found = read_source("bundled:r2e")
+        found.extend(read_source("bundled:swebench"))
+        return found
     if source.startswith("bundled:"):
         try:
             return _read_jsonl(bundled_rows_path(source.split(":", 1)[1]))
@@ -95,24 +146,33 @@ def load_rows(source: str, *, split: str = "train") -> list[Row]:
             raise DatasetError(str(exc)) from None
     if source.startswith("hf:"):
         name, _, hf_split = source[3:].partition(":")
-        return _read_hf(name, hf_split or split)
+        return _numbered(source, _read_hf(name, hf_split or split))
     path = Path(source).expanduser()
     if not path.exists():
         if "/" in source and not source.startswith((".", "/", "~")) and source.count("/") == 1:
-            return _read_hf(source, split)
+            return _numbered(source, _read_hf(source, split))
         raise DatasetError(f"no such task file: {source}")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _read_jsonl(path)
     if suffix == ".parquet":
-        return _read_parquet(path)
+        return _numbered(source, _read_parquet(path))
     if suffix == ".json":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}: not UTF-8 (byte offset {exc.start})") from None
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}: not valid JSON: {exc.msg}") from None
-        return data if isinstance(data, list) else [data]
+            raise DatasetError(
+                f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        return _numbered(source, data if isinstance(data, list) else [data])
     raise DatasetError(f"{path}: unknown file type (use .json, .jsonl or .parquet)")
+
+
+def load_rows(source: str, *, split: str = "train") -> list[Row]:
+    """The readable rows of ``source``; use :func:`read_source` to see the bad lines too."""
+    return read_source(source, split=split).rows
 
 
 def select_tasks(

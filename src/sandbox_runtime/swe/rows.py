@@ -9,7 +9,7 @@ failure becomes a :class:`~sandbox_runtime.swe.task.TaskError` naming the row an
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,23 +89,26 @@ def read_rows(
     *,
     format: str | None = None,
     base_dir: Path | None = None,
+    labels: Sequence[str] | None = None,
 ) -> RowsResult:
     """Read every row; bad rows are collected in ``errors`` and never stop the others.
 
+    ``labels`` name the rows in messages (``tasks.jsonl:7``; default: their index).
     Duplicate task ids are errors too (the later row loses), since reports and
     trajectories are keyed by task id.
     """
     result = RowsResult()
     seen: set[str] = set()
     for index, row in enumerate(rows):
+        where = labels[index] if labels is not None else index
         try:
-            task = parse_row(row, index=index, format=format, base_dir=base_dir)
+            task = parse_row(row, index=where, format=format, base_dir=base_dir)
         except TaskError as exc:
             result.errors.append(exc)
             continue
         if task.task_id in seen:
             result.errors.append(
-                TaskError(f"row {index}", "task_id", f"duplicate task id {task.task_id!r}")
+                TaskError(f"row {where}", "task_id", f"duplicate task id {task.task_id!r}")
             )
             continue
         seen.add(task.task_id)
