@@ -23,11 +23,14 @@ from sandbox_runtime import _archive
 from sandbox_runtime.backend import Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
+    BackendError,
+    BackendUnavailableError,
     ConfigError,
     PathEscapeError,
     SandboxClosedError,
     SandboxError,
     SandboxFileNotFoundError,
+    SandboxGoneError,
 )
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
@@ -292,7 +295,7 @@ class SandboxRuntime:
             stdin=stdin.encode() if isinstance(stdin, str) else stdin,
             max_output_bytes=max_output_bytes or self._config.max_output_bytes,
         )
-        result = backend.exec(request)
+        result = self._exec_or_gone(backend, request)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "exec %r -> %s in %.3fs%s",
@@ -302,6 +305,30 @@ class SandboxRuntime:
                 " (timed out)" if result.timed_out else "",
             )
         return result.check() if check else result
+
+    def _exec_or_gone(self, backend: Backend[Any], request: ExecRequest) -> ExecResult:
+        """Run ``request``; a command that ends because its sandbox died is SandboxGoneError.
+
+        When a container, pod or instance is killed, the command in flight usually ends with
+        a signal's exit code (137) or a broken stream, which would read as the command's own
+        failure (and, in grading, as a reward of 0).  Whenever an exec ends that way, the
+        backend is asked whether the sandbox still exists; only then, so a normal command
+        costs nothing extra.
+        """
+        try:
+            result = backend.exec(request)
+        except (BackendError, BackendUnavailableError) as exc:
+            if not backend.is_alive():
+                raise SandboxGoneError(
+                    f"the sandbox died during the command ({exc}): {request.display[:200]}"
+                ) from exc
+            raise
+        if result.exit_code >= 128 and not result.timed_out and _dying(backend):
+            raise SandboxGoneError(
+                f"the sandbox died during the command (exit code {result.exit_code}): "
+                f"{request.display[:200]}"
+            )
+        return result
 
     def run_tests(
         self,
@@ -490,6 +517,24 @@ class SandboxRuntime:
         result = self._git(command, directory)
         if result.exit_code != 0:
             raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def _dying(backend: Backend[Any], settle: float = 0.5) -> bool:
+    """True when the sandbox is gone, or goes within ``settle`` seconds.
+
+    An engine can still report a container as running for a moment after the process that
+    held the command's exec was killed by its removal; a command that merely died of a
+    signal in a living sandbox costs this short wait, and only then.
+    """
+    deadline = time.monotonic() + settle
+    delay = 0.05
+    while True:
+        if not backend.is_alive():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def list_sandboxes(

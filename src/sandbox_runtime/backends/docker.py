@@ -431,7 +431,15 @@ class DockerBackend(Backend[DockerOptions]):
         for delay in (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5):
             if delay:
                 time.sleep(delay)
-            info = api.exec_inspect(exec_id)
+            try:
+                info = api.exec_inspect(exec_id)
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                # The engine forgets an exec with its container (Podman answers 404 or 500).
+                if not self.is_alive():
+                    raise SandboxGoneError(
+                        f"container {self._container_id()[:12]} died during the command"
+                    ) from exc
+                raise self._translate(exc, "inspect exec") from exc
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"]), int(info.get("Pid") or 0)
         if not self.is_alive():

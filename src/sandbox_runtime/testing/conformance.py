@@ -25,6 +25,7 @@ from sandbox_runtime import (
     Capability,
     CommandFailedError,
     ConfigError,
+    ExecResult,
     PathEscapeError,
     SandboxClosedError,
     SandboxConfig,
@@ -162,6 +163,33 @@ class SandboxConformance:
         assert result.timed_out
         time.sleep(4)
         assert not sandbox.exists("late.txt")
+
+    def test_a_command_whose_sandbox_dies_is_sandbox_gone(
+        self, sandbox_config: SandboxConfig
+    ) -> None:
+        sandbox = SandboxRuntime(sandbox_config).start()
+        try:
+            outcome: list[BaseException | ExecResult] = []
+
+            def run() -> None:
+                try:
+                    outcome.append(sandbox.exec("echo started; sleep 60", timeout=90))
+                except BaseException as exc:  # reported below
+                    outcome.append(exc)
+
+            worker = threading.Thread(target=run)
+            worker.start()
+            time.sleep(1.5)
+            sandbox.backend.stop()  # the sandbox dies under the running command
+            worker.join(60)
+            assert not worker.is_alive()
+            assert len(outcome) == 1
+            assert isinstance(outcome[0], SandboxGoneError), outcome[0]
+            assert not sandbox.is_alive()
+            with pytest.raises(SandboxGoneError):
+                sandbox.exec("echo after")
+        finally:
+            sandbox.close()
 
     def test_check_raises_typed_errors(self, sandbox: SandboxRuntime) -> None:
         with pytest.raises(CommandFailedError) as failed:

@@ -438,13 +438,15 @@ class AgsBackend(Backend[AgsOptions]):
             ) from exc
 
     def is_alive(self) -> bool:
-        """True while the service says the instance runs."""
+        """True while the service says the instance runs and its envd answers."""
         if self._stopped or self._instance_id is None:
             return False
         try:
             if self._plane == "cloud":
                 info = self._cloud_client().describe_instance(self._instance_id)
-                return info is not None and info.status == "RUNNING"
+                if info is None or info.status != "RUNNING":
+                    return False
+            # The control plane's status can lag a crash: envd itself must answer too.
             session = self._session
             return session is not None and session.healthy()
         except (AgsApiError, e2b_errors.SandboxException, *_NETWORK_ERRORS):

@@ -314,8 +314,14 @@ class AgsService:
             instance.expires = time.time() + timeout
             instance.updated = time.time()
 
-    async def expire_loop(self, interval: float = 0.25) -> None:
-        """Stop instances whose lifetime ended, with ``StopReason`` ``timeout``."""
+    async def expire_loop(self, interval: float = 0.25, liveness_every: float = 1.0) -> None:
+        """Stop instances whose lifetime ended (``StopReason`` ``timeout``); fail dead ones.
+
+        About once a second every RUNNING instance's sandbox is checked too: one whose
+        container or envd died becomes ``FAILED`` with ``StopReason`` ``error``, as the real
+        service reports an instance that crashed, instead of staying RUNNING forever.
+        """
+        last_sweep = 0.0
         while True:
             await asyncio.sleep(interval)
             now = time.time()
@@ -328,6 +334,31 @@ class AgsService:
             for instance in due:
                 with contextlib.suppress(ServiceError):
                     await self.stop_instance(instance, reason="timeout")
+            if now - last_sweep >= liveness_every:
+                last_sweep = now
+                await self._fail_dead_instances()
+
+    async def _fail_dead_instances(self) -> None:
+        with self.store.lock:
+            running = [
+                i
+                for i in self.store.instances.values()
+                if i.status == "RUNNING" and i.runner is not None
+            ]
+        for instance in running:
+            runner = instance.runner
+            assert runner is not None
+            if await asyncio.to_thread(runner.alive):
+                continue
+            with self.store.lock:
+                if instance.status != "RUNNING":
+                    continue  # stopped meanwhile, which also ends the runner
+                instance.status = "FAILED"
+                instance.stop_reason = "error"
+                instance.status_reason = "the instance's container exited"
+                instance.updated = time.time()
+            logger.info("instance %s died; now FAILED", instance.instance_id)
+            await asyncio.to_thread(runner.stop)
 
     async def shutdown(self) -> None:
         """Stop every instance (the emulator is closing)."""
