@@ -40,15 +40,21 @@ _CD = (
     'cd -- "$1" 2>/dev/null || { printf "%s%s\\n" "' + NO_CWD_MARKER + '" "$1" >&2; '
     f"exit {NO_CWD_EXIT}; }}; "
 )
+# $4 = a marker file to create first, or empty: its existence proves the command may have
+# started (a client whose connection broke checks it before sending the command again).
+_STARTED = '[ -z "$4" ] || { mkdir -p -- "${4%/*}" && : >"$4"; } 2>/dev/null; '
 # $3 = a file to read standard input from, or empty: opened, then removed.
 _STDIN = '[ -z "$3" ] || { exec <"$3" && rm -f -- "$3"; }; '
 # $0 = token, $1 = working directory, $2 = shell text.  The positional parameters are
 # cleared and the helper variable unset before the command runs, so it sees a clean shell.
-_EVAL = _CD + _STDIN + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
+_EVAL = (
+    _STARTED + _CD + _STDIN + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
+)
 # When the shell is unknown: sh checks for bash and replaces itself with it (same pid),
 # keeping the token as bash's $0 so it stays on the command line.
 _AUTO = (
-    _CD
+    _STARTED
+    + _CD
     + _STDIN
     + 'if command -v bash >/dev/null 2>&1; then exec bash -c "$2" "$0"; fi; exec sh -c "$2" "$0"'
 )
@@ -80,18 +86,21 @@ def wrapped_argv(
     token: str,
     shell: str | None = None,
     stdin_file: str | None = None,
+    started_marker: str | None = None,
 ) -> list[str]:
     """The argument vector that runs ``command`` in ``cwd``, findable by ``token``.
 
     ``shell`` is the interpreter to use (``bash`` when the image is known to have it, else
     ``/bin/sh``); ``None`` lets ``/bin/sh`` pick bash when present, at the cost of one exec.
     ``stdin_file`` is a sandbox file that becomes the command's standard input (and is
-    removed); the caller sets ``TOKEN_VAR=token`` in the command's environment.
+    removed); ``started_marker`` a sandbox file created before anything else.  The caller
+    sets ``TOKEN_VAR=token`` in the command's environment.
     """
     text = shell_text(command)
+    tail = [stdin_file or "", started_marker or ""]
     if shell is None:
-        return ["/bin/sh", "-c", _AUTO, token, cwd, text, stdin_file or ""]
-    return [shell, "-c", _EVAL, token, cwd, text, stdin_file or ""]
+        return ["/bin/sh", "-c", _AUTO, token, cwd, text, *tail]
+    return [shell, "-c", _EVAL, token, cwd, text, *tail]
 
 
 def kill_group_script(token: str) -> list[str]:

@@ -3,12 +3,16 @@
 Only idempotent calls are retried (connection errors, 5xx on create-with-a-name and on
 remove, rate limits), never a command: running ``pip install`` twice because a response was
 lost is not what anyone asked for.  Backoff is jittered so that many rollouts hitting the
-same daemon or cloud API do not retry in lockstep, and bounded in attempts and in time.
+same daemon or cloud API do not retry in lockstep, and bounded in attempts and in time.  A
+service that says when to come back (HTTP ``Retry-After``) is believed: the wait is at least
+what it asked for, as long as the call's time bound allows it.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -18,10 +22,9 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_random_exponential,
 )
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds"]
 
 T = TypeVar("T")
 logger = logging.getLogger("sandbox_runtime.retry")
@@ -48,18 +51,48 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
+def retry_after_seconds(value: str | None) -> float | None:
+    """An HTTP ``Retry-After`` value (seconds or an HTTP date) as seconds from now."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def call_with_retries(
     operation: Callable[[], T],
     is_retryable: Callable[[BaseException], bool],
     *,
     description: str,
     policy: RetryPolicy = DEFAULT_POLICY,
+    retry_after: Callable[[BaseException], float | None] | None = None,
 ) -> T:
     """Call ``operation``; on a retryable error, wait with full jitter and try again.
 
-    The last error is re-raised unchanged once the attempts or the time run out, so callers
-    translate it exactly as they would a first failure.
+    ``retry_after`` reads the wait a service asked for from its error (``Retry-After``); the
+    jittered backoff is used when it says nothing, and the wait never runs past the policy's
+    time bound.  The last error is re-raised unchanged once the attempts or the time run
+    out, so callers translate it exactly as they would a first failure.
     """
+    began = time.monotonic()
+
+    def wait(state: RetryCallState) -> float:
+        backoff = random.uniform(
+            0, min(policy.max_wait, policy.initial_wait * 2**state.attempt_number)
+        )
+        error = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after(error) if retry_after is not None and error is not None else None
+        chosen = max(backoff, asked) if asked is not None else backoff
+        return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
 
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
@@ -75,7 +108,7 @@ def call_with_retries(
 
     retrying = Retrying(
         stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_delay),
-        wait=wait_random_exponential(multiplier=policy.initial_wait, max=policy.max_wait),
+        wait=wait,
         retry=retry_if_exception(is_retryable),
         before_sleep=log_retry,
         reraise=True,

@@ -14,7 +14,7 @@ from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 
-__all__ = ["backend_options", "positive_float", "positive_int"]
+__all__ = ["backend_options", "count", "positive_float", "positive_int"]
 
 
 def positive_int(text: str) -> int:
@@ -25,6 +25,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 

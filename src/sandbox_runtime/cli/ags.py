@@ -16,6 +16,8 @@ import signal
 import sys
 from typing import Any
 
+from sandbox_runtime.errors import ConfigError
+
 __all__ = ["register"]
 
 
@@ -69,7 +71,29 @@ def register(subparsers: Any) -> None:
         metavar="USER:PASSWORD",
         help="the login that registry accepts, handed out by CreateInstanceToken (local use)",
     )
+    emulator.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=_fault_spec,
+        metavar="PLANE:RATE[:KIND,...]",
+        help="fail a fraction of a plane's requests (planes cloud, e2b, envd; kinds rate_limit, "
+        "unavailable, drop, slow, drop_answer, kill_instance; default: the first four, which "
+        "a careful client recovers from); repeatable",
+    )
+    emulator.add_argument(
+        "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
+    )
     emulator.set_defaults(handler=_emulator)
+
+
+def _fault_spec(text: str) -> Any:
+    from sandbox_runtime.emulators.ags._faults import parse_fault_spec
+
+    try:
+        return parse_fault_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -90,18 +114,15 @@ def _emulator(args: argparse.Namespace) -> int:
     try:
         from sandbox_runtime.emulators.ags.server import AgsEmulator
     except ImportError as exc:
-        print(
-            f"the AGS emulator needs: pip install 'sandbox-runtime[ags-emulator]' ({exc})",
-            file=sys.stderr,
-        )
-        return 2
+        raise ConfigError(
+            f"the AGS emulator needs: pip install 'sandbox-runtime[ags-emulator]' ({exc})"
+        ) from exc
     isolation = args.local_isolation or _default_isolation(args.backend)
     login = None
     if args.tcr_login:
         user, sep, password = args.tcr_login.partition(":")
         if not sep:
-            print("--tcr-login must look like USER:PASSWORD", file=sys.stderr)
-            return 2
+            raise ConfigError("--tcr-login must look like USER:PASSWORD")
         login = (user, password)
     emulator = AgsEmulator(
         backend=args.backend,
@@ -114,6 +135,8 @@ def _emulator(args: argparse.Namespace) -> int:
         local_isolation=isolation,
         tcr_domain=args.tcr_domain,
         tcr_login=login,
+        faults=args.fault,
+        fault_seed=args.fault_seed,
     )
 
     async def run() -> None:

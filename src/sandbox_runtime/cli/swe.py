@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from sandbox_runtime.cli._args import backend_options, positive_float, positive_int
+from sandbox_runtime.cli._args import backend_options, count, positive_float, positive_int
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
 
@@ -75,6 +75,13 @@ def register(subparsers: Any) -> None:
     run.add_argument("--time-limit", type=positive_float, help="seconds per task for the agent")
     run.add_argument(
         "--test-timeout", type=positive_float, default=300.0, help="seconds for the tests"
+    )
+    run.add_argument(
+        "--retries",
+        type=count,
+        default=0,
+        help="run a task that ended in an error (no reward) again, in a fresh sandbox, up to "
+        "N times; a graded 0 is never retried",
     )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
@@ -220,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         base_image=args.base_image,
         backend_options=options_for_backend,
+        retries=args.retries,
     )
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -46,6 +46,9 @@ class TaskOutcome:
     sandbox_id: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+    attempts: list[str] = field(default_factory=list)
+    """With ``--retries``: why each attempt ended (the earlier ones' errors, then the last
+    one's reason); empty when the first attempt counted."""
 
     @property
     def outcome(self) -> str:
@@ -76,6 +79,7 @@ class TaskOutcome:
             "patch_lines": len(self.patch.splitlines()),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "usage": self.usage,
+            "attempts": self.attempts,
         }
 
     def trajectory(self) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class RunOptions:
     base_image: str | None = None
     """Base of the bundled samples' Docker images."""
     backend_options: dict[str, Any] = field(default_factory=dict)
+    retries: int = 0
+    """Times a task that ended in an error (no reward) is run again, each in a fresh sandbox."""
 
 
 def task_sandbox_config(
@@ -147,7 +149,8 @@ class Runner:
         outcomes: dict[int, TaskOutcome] = {}
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         futures: dict[Future[TaskOutcome], int] = {
-            executor.submit(self._one, task): index for index, task in enumerate(self.tasks)
+            executor.submit(self._with_retries, task): index
+            for index, task in enumerate(self.tasks)
         }
         pending = set(futures)
         try:
@@ -180,6 +183,30 @@ class Runner:
             time_limit=self.options.time_limit,
             cancel=self._cancel,
         )
+
+    def _with_retries(self, task: Task) -> TaskOutcome:
+        """The task's outcome, run again in a fresh sandbox while it ends in an error.
+
+        Only errors are retried (an infrastructure fault, an agent crash), never a graded 0:
+        a task's tests decide once.  Each earlier attempt's error stays in ``attempts``.
+        """
+        earlier: list[str] = []
+        while True:
+            outcome = self._one(task)
+            if outcome.outcome != "error" or self.cancelled or len(earlier) >= self.options.retries:
+                outcome.attempts = [
+                    *earlier,
+                    *([outcome.error or outcome.reason] if earlier else []),
+                ]
+                return outcome
+            earlier.append(outcome.error or outcome.reason)
+            logger.warning(
+                "task %s ended in an error (%s); running it again (%d of %d)",
+                task.task_id,
+                outcome.error,
+                len(earlier),
+                self.options.retries,
+            )
 
     def _one(self, task: Task) -> TaskOutcome:
         outcome = TaskOutcome(

@@ -2,13 +2,15 @@
 
 Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime[ags]'``.
 Modules: ``cloud`` (the typed Cloud API client every AGS caller shares), ``mapping`` (the
-image -> tool file), ``_options``, ``_dataplane`` (envd through the e2b SDK), ``environment``,
-``_reaper`` and ``backend`` (:class:`AgsBackend`).  Tool management
+image -> tool file), ``environment`` (the variables AGS users export), ``_options``, ``envd``
+(our envd client), ``e2b_api`` (the E2B-compatible REST control plane), ``_reaper`` and
+``backend`` (:class:`AgsBackend`).  No e2b SDK is needed: any release may be installed
+beside, or none.  Tool management
 (:mod:`sandbox_runtime.ags`) sits above this package and uses ``cloud`` and ``mapping``.
 See ``docs/ags.md`` for the guide and ``docs/ags-emulator.md`` for the local emulator.
 
 The classes are imported on first use, so that ``cloud`` and ``mapping`` load without the
-e2b SDK.
+backend's own imports.
 """
 
 from __future__ import annotations

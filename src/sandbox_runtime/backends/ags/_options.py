@@ -18,9 +18,10 @@ from sandbox_runtime.config import BackendOptions
 from sandbox_runtime.errors import ConfigError
 
 from .cloud import AgsCloudClient
+from .e2b_api import E2bApi
 from .environment import fill_from_environment
 
-__all__ = ["AgsOptions", "cloud_client"]
+__all__ = ["AgsOptions", "cloud_client", "e2b_api"]
 
 
 class AgsOptions(BackendOptions):
@@ -108,7 +109,7 @@ class AgsOptions(BackendOptions):
         return "https", None
 
     def e2b_urls(self) -> tuple[str | None, str | None]:
-        """``(api_url, sandbox_url)`` for the e2b SDK; ``None`` lets the SDK derive them."""
+        """``(api_url, sandbox_url)``; ``None`` means the defaults derived from the domain."""
         if self.endpoint:
             base = self.endpoint.rstrip("/")
             return base, base
@@ -116,6 +117,18 @@ class AgsOptions(BackendOptions):
         if api_url is None and self.internal:
             api_url = f"https://api.{self.resolved_domain}"
         return api_url, self.sandbox_url
+
+
+def e2b_api(opts: AgsOptions) -> E2bApi:
+    """An E2B-compatible API client for these options (``ConfigError`` without an API key)."""
+    if opts.api_key is None:
+        raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
+    api_url, _sandbox_url = opts.e2b_urls()
+    return E2bApi(
+        api_url or f"https://api.{opts.resolved_domain}",
+        opts.api_key,
+        request_timeout=opts.request_timeout,
+    )
 
 
 def cloud_client(opts: AgsOptions) -> AgsCloudClient:

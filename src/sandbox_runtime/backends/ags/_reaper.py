@@ -17,16 +17,12 @@ listing serves ``list_sandboxes`` (running instances only).
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-import httpx
 
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
 from sandbox_runtime.ownership import MANAGED, why_reapable
 
-from ._dataplane import e2b, e2b_errors
-from ._options import AgsOptions, cloud_client
-from .cloud import AgsApiError, redact
+from ._options import AgsOptions, cloud_client, e2b_api
+from .cloud import AgsApiError
 
 __all__ = ["live_instances", "reap_instances"]
 
@@ -50,33 +46,14 @@ def live_instances(opts: AgsOptions) -> list[tuple[str, str, dict[str, str]]]:
             "listing AGS instances needs TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY or "
             "E2B_API_KEY"
         )
-    secret = opts.api_key.get_secret_value()
-    found: list[tuple[str, str, dict[str, str]]] = []
+    api = e2b_api(opts)
     try:
-        pages = e2b.Sandbox.list(
-            query=e2b.SandboxQuery(metadata={MANAGED: "true"}), limit=100, **_e2b_params(opts)
-        )
-        while pages.has_next:
-            for info in pages.next_items():
-                found.append((info.sandbox_id, "RUNNING", dict(info.metadata or {})))
-    except e2b_errors.AuthenticationException as exc:
-        raise BackendUnavailableError(
-            f"the AGS API key was refused: {redact(str(exc), [secret])}"
-        ) from exc
-    except (e2b_errors.SandboxException, httpx.HTTPError, OSError) as exc:
-        raise BackendError(f"cannot list AGS sandboxes: {redact(str(exc), [secret])}") from exc
-    return found
-
-
-def _e2b_params(opts: AgsOptions) -> dict[str, Any]:
-    assert opts.api_key is not None
-    api_url, _sandbox_url = opts.e2b_urls()
-    return {
-        "api_key": opts.api_key.get_secret_value(),
-        "domain": opts.resolved_domain,
-        "api_url": api_url,
-        "request_timeout": opts.request_timeout,
-    }
+        return [
+            (sandbox_id, "RUNNING", metadata)
+            for sandbox_id, metadata in api.list_running({MANAGED: "true"})
+        ]
+    finally:
+        api.close()
 
 
 def reap_instances(opts: AgsOptions, *, dry_run: bool = False) -> list[tuple[str, str]]:
@@ -102,10 +79,8 @@ def _stop(opts: AgsOptions, instance_id: str) -> None:
                 return  # stopped meanwhile
             raise BackendError(f"cannot stop AGS instance {instance_id}: {exc}") from exc
         return
-    assert opts.api_key is not None
-    secret = opts.api_key.get_secret_value()
+    api = e2b_api(opts)
     try:
-        e2b.Sandbox.kill(instance_id, **_e2b_params(opts))
-    except (e2b_errors.SandboxException, httpx.HTTPError, OSError) as exc:
-        message = redact(str(exc), [secret])
-        raise BackendError(f"cannot stop AGS sandbox {instance_id}: {message}") from exc
+        api.kill(instance_id)
+    finally:
+        api.close()

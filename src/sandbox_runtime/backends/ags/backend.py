@@ -9,31 +9,34 @@ Control plane, either of:
     ``SandboxConfig.image`` becomes the instance's ``CustomConfiguration.Image``, so one tool
     serves many images.
 ``e2b``
-    The E2B-compatible API with an ``ark_`` key (``Sandbox.create(template=<tool name>)``).
+    The E2B-compatible REST API with an ``ark_`` key (``POST /sandboxes`` with the tool as
+    template), through :mod:`.e2b_api`.
 
 Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written by
 ``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
 file without any control-plane call (see :mod:`sandbox_runtime.backends.ags.mapping`).
 
-Data plane: envd through the e2b SDK (see ``_dataplane``).  Commands run under the shared
-in-sandbox wrapper (:mod:`sandbox_runtime._shell`); a timeout kills every process the command
-started, ``setsid`` children included, and returns the output so far with exit code 124, and a
-non-zero exit is returned as data with its output.
+Data plane: envd, through our own client (:mod:`.envd`), so the backend needs no e2b SDK and
+works beside any e2b release.  Commands run under the shared in-sandbox wrapper
+(:mod:`sandbox_runtime._shell`); a timeout kills every process the command started, ``setsid``
+children included, and returns the output so far with exit code 124, and a non-zero exit is
+returned as data with its output.  Idempotent envd calls are retried; a command is sent again
+only when its start marker proves it never started.
 
-SDK errors are translated here, at the boundary, into :mod:`sandbox_runtime.errors`.
+Client errors are translated here, at the boundary, into :mod:`sandbox_runtime.errors`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-import httpcore
 import httpx
 
 from sandbox_runtime import _shell
@@ -61,12 +64,12 @@ from sandbox_runtime.errors import (
 )
 from sandbox_runtime.ownership import MANAGED, make_labels
 from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
-from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
-from ._dataplane import EnvdSession, check_sdk_version, e2b, e2b_errors, is_connect_error
-from ._options import AgsOptions, cloud_client
+from ._options import AgsOptions, cloud_client, e2b_api
 from ._reaper import live_instances, reap_instances
 from .cloud import AgsApiError, AgsCloudClient, redact
+from .e2b_api import E2bApi, E2bApiError, SandboxGrant
+from .envd import ENVD_PORT, EnvdClient, EnvdError, EnvdUnauthorized, ProcessEvent, StartRefused
 from .mapping import load_mapping
 
 __all__ = ["AgsBackend"]
@@ -80,10 +83,14 @@ _MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600
 _SERVER_DEADLINE_GRACE = 30.0
 _KILL_TIMEOUT = 15.0
 #: Where a command's standard input and uploaded archives wait (envd creates parents).
-_STDIN_DIR = "/tmp/.sandbox-runtime"
+_STATE_DIR = "/tmp/.sandbox-runtime"
+#: Metadata key naming one create request (see ``_start_e2b``).
+_CREATE_TOKEN = "sandbox-runtime.create-token"
 _UNLIMITED = 1 << 40
 _MISSING_EXIT = 44
-_NETWORK_ERRORS = (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, OSError)
+_NETWORK_ERRORS = (httpx.HTTPError, OSError)
+#: Attempts at sending a command whose connection broke before it provably started.
+_START_ATTEMPTS = 4
 
 
 class AgsBackend(Backend[AgsOptions]):
@@ -98,8 +105,9 @@ class AgsBackend(Backend[AgsOptions]):
         super().__init__(config, options)
         self._plane = options.resolved_control_plane
         self._instance_id: str | None = None
-        self._session: EnvdSession | None = None
+        self._session: EnvdClient | None = None
         self._cloud: AgsCloudClient | None = None
+        self._e2b: E2bApi | None = None
         self._stopped = False
         self._session_lock = threading.Lock()
 
@@ -110,11 +118,10 @@ class AgsBackend(Backend[AgsOptions]):
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
-        """Needs the SDKs in the supported range and credentials for the chosen plane."""
+        """Needs credentials for the chosen plane and a tool to start instances from."""
         try:
-            check_sdk_version()
             opts = cls.coerce_options(options)
-        except (BackendUnavailableError, ValueError) as exc:
+        except (SandboxError, ValueError) as exc:
             return Availability(False, str(exc))
         if opts.resolved_control_plane == "cloud" and not opts.has_cloud_credentials:
             return Availability(False, "set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY")
@@ -162,10 +169,8 @@ class AgsBackend(Backend[AgsOptions]):
             if s is not None
         ]
         session = self._session
-        if session is not None:
-            token = session.sandbox._envd_access_token
-            if token:
-                values.append(str(token))
+        if session is not None and session.token:
+            values.append(session.token)
         return values
 
     def _clean(self, exc: BaseException) -> str:
@@ -175,6 +180,32 @@ class AgsBackend(Backend[AgsOptions]):
         if self._cloud is None:
             self._cloud = cloud_client(self.options)
         return self._cloud
+
+    def _e2b_api(self) -> E2bApi:
+        if self._e2b is None:
+            self._e2b = e2b_api(self.options)
+        return self._e2b
+
+    def _envd_url(self, instance_id: str, domain: str | None = None) -> str:
+        _api_url, sandbox_url = self.options.e2b_urls()
+        if sandbox_url:
+            return sandbox_url
+        return f"https://{ENVD_PORT}-{instance_id}.{domain or self.options.resolved_domain}"
+
+    def _open_session(
+        self, instance_id: str, token: str | None, envd_version: str, domain: str | None = None
+    ) -> None:
+        session = EnvdClient(
+            self._envd_url(instance_id, domain),
+            sandbox_id=instance_id,
+            token=token,
+            request_timeout=self.options.request_timeout,
+            envd_version=envd_version,
+        )
+        with self._session_lock:
+            previous, self._session = self._session, session
+        if previous is not None:
+            previous.close()
 
     def _tool(self) -> tuple[str | None, str | None, str | None]:
         """``(tool_id, tool_name, image override)`` of this sandbox.
@@ -204,7 +235,7 @@ class AgsBackend(Backend[AgsOptions]):
     def _lifetime(self) -> int:
         return int(min(max(self.config.lifetime, _MIN_LIFETIME), _MAX_LIFETIME))
 
-    def _require_session(self) -> EnvdSession:
+    def _require_session(self) -> EnvdClient:
         if self._stopped:
             raise SandboxGoneError(f"AGS instance {self.sandbox_id} was stopped")
         if self._session is None:
@@ -215,7 +246,6 @@ class AgsBackend(Backend[AgsOptions]):
 
     def start(self) -> None:
         """Start an instance, wait until it runs, connect to its envd, create the workdir."""
-        check_sdk_version()
         began = time.monotonic()
         try:
             tool_id, tool_name, image = self._tool()
@@ -294,21 +324,12 @@ class AgsBackend(Backend[AgsOptions]):
     def _connect_cloud(self) -> None:
         assert self._instance_id is not None
         token = self._cloud_client().acquire_token(self._instance_id)
-        _api_url, sandbox_url = self.options.e2b_urls()
-        session = EnvdSession.connect(
-            sandbox_id=self._instance_id,
-            access_token=token.token.get_secret_value() or None,
-            domain=self.options.resolved_domain,
-            sandbox_url=sandbox_url,
-            envd_version=self.options.envd_version,
-            request_timeout=self.options.request_timeout,
+        self._open_session(
+            self._instance_id, token.token.get_secret_value() or None, self.options.envd_version
         )
-        with self._session_lock:
-            self._session = session
 
     def _start_e2b(self, template: str | None, image: str | None) -> None:
-        opts = self.options
-        if opts.api_key is None:
+        if self.options.api_key is None:
             raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
         if image:
             raise ConfigError(
@@ -316,38 +337,31 @@ class AgsBackend(Backend[AgsOptions]):
                 "with an ark_ key, make a tool per image (sandbox-runtime ags sync) and set "
                 "tool_mapping"
             )
-        api_url, sandbox_url = opts.e2b_urls()
-        labels = self._labels()
-
-        def create() -> e2b.Sandbox:
-            return e2b.Sandbox.create(
-                template=template,
-                timeout=self._lifetime(),
-                metadata=labels,
-                api_key=opts.api_key.get_secret_value() if opts.api_key else None,
-                domain=opts.resolved_domain,
-                api_url=api_url,
-                sandbox_url=sandbox_url,
-                request_timeout=opts.request_timeout,
-            )
-
-        def retryable(exc: BaseException) -> bool:
-            # Only answers that say nothing was done: a rate limit or a busy gateway.
-            return isinstance(exc, e2b_errors.RateLimitException) or (
-                isinstance(exc, e2b_errors.SandboxException) and str(exc).startswith("503")
-            )
-
+        if not template:
+            raise ConfigError("the ags backend needs a tool name or id")
+        api = self._e2b_api()
+        # The REST create has no idempotency token of its own: a label of ours plays its part,
+        # so a create whose answer was lost is found again instead of leaked or duplicated.
+        create_token = uuid.uuid4().hex
+        labels = {**self._labels(), _CREATE_TOKEN: create_token}
         try:
-            sandbox = call_with_retries(create, retryable, description="AGS e2b create")
-        except e2b_errors.AuthenticationException as exc:
-            raise BackendUnavailableError(
-                f"the AGS API key was refused: {self._clean(exc)}"
-            ) from exc
-        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
-            raise SandboxStartError(f"cannot create an AGS sandbox: {self._clean(exc)}") from exc
-        self._instance_id = sandbox.sandbox_id
-        with self._session_lock:
-            self._session = EnvdSession(sandbox, opts.request_timeout)
+            grant = api.create(template, timeout=self._lifetime(), metadata=labels)
+        except E2bApiError as exc:
+            if exc.status is not None:
+                raise SandboxStartError(f"cannot create an AGS sandbox: {exc}") from exc
+            made = api.list_running({_CREATE_TOKEN: create_token})
+            found = api.get(made[0][0]) if made else None
+            if found is None:
+                raise SandboxStartError(
+                    f"cannot create an AGS sandbox: {exc}; none was made"
+                ) from exc
+            logger.warning("create answer lost; adopted the sandbox it made: %s", found.sandbox_id)
+            grant = found
+        self._instance_id = grant.sandbox_id
+        self._open_grant(grant)
+
+    def _open_grant(self, grant: SandboxGrant) -> None:
+        self._open_session(grant.sandbox_id, grant.envd_token, grant.envd_version, grant.domain)
 
     def _labels(self) -> dict[str, str]:
         config = self.config
@@ -369,7 +383,6 @@ class AgsBackend(Backend[AgsOptions]):
 
     def attach(self, sandbox_id: str) -> None:
         """Take over a running instance of this library and connect to its envd."""
-        check_sdk_version()
         if self._plane == "cloud":
             info = self._cloud_client().describe_instance(sandbox_id)
             if info is None:
@@ -386,24 +399,11 @@ class AgsBackend(Backend[AgsOptions]):
         listed = {instance_id: meta for instance_id, _s, meta in live_instances(self.options)}
         if sandbox_id not in listed:
             raise SandboxGoneError(f"no running AGS sandbox {sandbox_id!r} of this library")
-        opts = self.options
-        api_url, sandbox_url = opts.e2b_urls()
-        try:
-            sandbox = e2b.Sandbox.connect(
-                sandbox_id,
-                api_key=opts.api_key.get_secret_value() if opts.api_key else None,
-                domain=opts.resolved_domain,
-                api_url=api_url,
-                sandbox_url=sandbox_url,
-                request_timeout=opts.request_timeout,
-            )
-        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
-            raise SandboxGoneError(
-                f"cannot connect to AGS sandbox {sandbox_id!r}: {self._clean(exc)}"
-            ) from exc
+        grant = self._e2b_api().get(sandbox_id)
+        if grant is None:
+            raise SandboxGoneError(f"AGS sandbox {sandbox_id!r} is gone")
         self._instance_id = sandbox_id
-        with self._session_lock:
-            self._session = EnvdSession(sandbox, opts.request_timeout)
+        self._open_grant(grant)
 
     def _stop_quietly(self) -> None:
         with contextlib.suppress(Exception):
@@ -420,22 +420,19 @@ class AgsBackend(Backend[AgsOptions]):
         try:
             if self._plane == "cloud":
                 self._cloud_client().stop_instance(instance_id)
-            elif self._session is not None:
-                session = self._session
-                call_with_retries(
-                    lambda: session.sandbox.kill(request_timeout=self.options.request_timeout),
-                    lambda exc: isinstance(exc, (e2b_errors.RateLimitException, *_NETWORK_ERRORS)),
-                    description="AGS e2b kill",
-                    policy=RetryPolicy(attempts=4, max_delay=30.0),
-                )
+            else:
+                self._e2b_api().kill(instance_id)
         except AgsApiError as exc:
             if exc.is_not_found or exc.code.startswith("UnsupportedOperation"):
                 return  # already stopped or expired
             raise BackendError(f"cannot stop AGS instance {instance_id}: {exc}") from exc
-        except (e2b_errors.SandboxException, *_NETWORK_ERRORS) as exc:
+        except (SandboxError, *_NETWORK_ERRORS) as exc:
             raise BackendError(
                 f"cannot stop AGS instance {instance_id}: {self._clean(exc)}"
             ) from exc
+        finally:
+            if self._session is not None:
+                self._session.close()
 
     def is_alive(self) -> bool:
         """True while the service says the instance runs and its envd answers."""
@@ -449,28 +446,19 @@ class AgsBackend(Backend[AgsOptions]):
             # The control plane's status can lag a crash: envd itself must answer too.
             session = self._session
             return session is not None and session.healthy()
-        except (AgsApiError, e2b_errors.SandboxException, *_NETWORK_ERRORS):
+        except (SandboxError, *_NETWORK_ERRORS):
             return False
 
     # -- error translation -------------------------------------------------------------------
 
     def _translate(self, exc: BaseException, what: str) -> SandboxError:
-        """An SDK error as one of ours; checks whether the instance is gone when unsure."""
+        """A client error as one of ours; checks whether the instance is gone when unsure."""
         message = self._clean(exc)
-        if isinstance(exc, SandboxError):
+        if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
             return exc
-        if isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
-            exc, "unauthenticated"
-        ):
+        if isinstance(exc, EnvdUnauthorized):
             return BackendError(f"{what}: the data-plane token was refused ({message})")
-        if isinstance(exc, e2b_errors.InvalidArgumentException) and "is a directory" in str(exc):
-            return SandboxIsADirectoryError(f"{what}: {message}")
-        if isinstance(exc, e2b_errors.NotFoundException) or is_connect_error(exc, "not_found"):
-            return SandboxFileNotFoundError(f"{what}: {message}")
-        gone_hint = isinstance(exc, e2b_errors.TimeoutException) or is_connect_error(
-            exc, "unavailable"
-        )
-        if gone_hint or isinstance(exc, _NETWORK_ERRORS):
+        if isinstance(exc, (EnvdError, *_NETWORK_ERRORS)):
             if not self.is_alive():
                 return SandboxGoneError(f"AGS instance {self.sandbox_id} is gone ({message})")
             if isinstance(exc, _NETWORK_ERRORS):
@@ -487,10 +475,10 @@ class AgsBackend(Backend[AgsOptions]):
         for attempt in (1, 2):
             try:
                 return operation()
+            except (SandboxFileNotFoundError, SandboxIsADirectoryError):
+                raise
             except Exception as exc:
-                refused = isinstance(exc, e2b_errors.AuthenticationException) or is_connect_error(
-                    exc, "unauthenticated"
-                )
+                refused = isinstance(exc, EnvdUnauthorized)
                 if refused and attempt == 1 and self._plane == "cloud":
                     self._refresh_token()
                     continue
@@ -506,10 +494,11 @@ class AgsBackend(Backend[AgsOptions]):
         token = _shell.new_token()
         stdin_file = None
         if request.stdin is not None:
-            stdin_file = f"{_STDIN_DIR}/{token}.stdin"
+            stdin_file = f"{_STATE_DIR}/{token}.stdin"
             data = request.stdin
             self._translated(lambda: session.write(stdin_file, data), "upload stdin")
-        argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file)
+        marker = f"{_STATE_DIR}/{token}.started"
+        argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file, marker)
         envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout = HeadTailBuffer(request.max_output_bytes)
         stderr = HeadTailBuffer(request.max_output_bytes)
@@ -527,8 +516,8 @@ class AgsBackend(Backend[AgsOptions]):
 
         def run() -> tuple[int, str] | None:
             nonlocal end
-            current = self._require_session()
-            for kind, value in current.start(argv, envs=envs, server_timeout=server_timeout):
+            events = self._start_once(argv, envs, server_timeout, marker)
+            for kind, value in events:
                 if kind == "start":
                     pid_box.append(value)
                     if timer is not None and len(pid_box) == 1:
@@ -571,6 +560,48 @@ class AgsBackend(Backend[AgsOptions]):
             timed_out=timed_out.is_set(),
         )
 
+    def _start_once(
+        self,
+        argv: list[str],
+        envs: dict[str, str],
+        server_timeout: float | None,
+        marker: str,
+    ) -> Iterator[ProcessEvent]:
+        """The events of ``argv``, started exactly once.
+
+        A start that envd refused, or whose connection broke before the wrapper created its
+        marker, provably ran nothing and is sent again (with backoff); once the marker
+        exists, a broken connection is an error, never a second run.
+        """
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            session = self._require_session()
+            started = False
+            try:
+                for event in session.start(argv, envs=envs, server_timeout=server_timeout):
+                    started = True
+                    yield event
+                return
+            except StartRefused as exc:
+                if not exc.transient or attempt == _START_ATTEMPTS:
+                    raise
+                wait = exc.retry_after
+            except (httpx.TransportError, EnvdError) as exc:
+                if started or attempt == _START_ATTEMPTS or session.stat(marker) is not None:
+                    raise EnvdError(
+                        f"the connection to envd broke while the command ran ({exc}); it is not "
+                        "run again because it had started",
+                        transient=False,
+                    ) from exc
+                wait = None
+            delay = wait if wait is not None else random.uniform(0, 0.2 * 2**attempt)
+            logger.warning(
+                "command start on %s not delivered (attempt %d); sending it again in %.2fs",
+                self.sandbox_id,
+                attempt,
+                delay,
+            )
+            time.sleep(delay)
+
     def _kill_command(self, token: str, pid_box: list[int]) -> None:
         """Kill every process of a timed-out command, then its wrapper (ends the stream)."""
         session = self._session
@@ -587,7 +618,7 @@ class AgsBackend(Backend[AgsOptions]):
             )
         if pid_box:
             with contextlib.suppress(Exception):
-                session.kill(pid_box[0])
+                session.signal_kill(pid_box[0])
 
     def _run_quick(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
         """Run a short helper command; returns exit code, stdout and stderr (unbounded)."""
@@ -618,12 +649,12 @@ class AgsBackend(Backend[AgsOptions]):
     def exists(self, path: str) -> bool:
         """Envd's ``Stat``."""
         session = self._require_session()
-        return self._translated(lambda: session.exists(path), f"stat {path}")
+        return self._translated(lambda: session.stat(path), f"stat {path}") is not None
 
     def put_archive(self, data: bytes) -> None:
         """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
         session = self._require_session()
-        archive = f"{_STDIN_DIR}/{uuid.uuid4().hex}.tar"
+        archive = f"{_STATE_DIR}/{uuid.uuid4().hex}.tar"
         self._translated(lambda: session.write(archive, data), "upload archive")
         script = (
             'if tar --version 2>/dev/null | grep -q GNU; then tar --no-overwrite-dir -xf "$1" -C /;'

@@ -24,16 +24,38 @@ REST API, ``envd`` for the data plane) and optionally by operation (a Cloud API 
 
 Every request is also recorded (plane, operation, HTTP status answered), so tests can count
 the retries a client made.
+
+Besides these counted faults, a plane can fail at random, at a rate, the way a busy cloud
+does (``sandbox-runtime ags emulator --fault envd:0.05``; :meth:`FaultBook.inject_random`):
+each request of the plane draws one of the chosen kinds with that probability, from a seeded
+generator so that a run can be repeated.  Random kinds add ``slow`` (0.2-1 s late) and
+``kill_instance`` (the instance's container dies, as a crashed host would leave it).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Fault", "FaultBook", "RequestRecord"]
+__all__ = [
+    "RANDOM_KINDS",
+    "RECOVERABLE_KINDS",
+    "Fault",
+    "FaultBook",
+    "RandomFaults",
+    "RequestRecord",
+    "parse_fault_spec",
+]
+
+#: What a random fault can be.
+RANDOM_KINDS = ("rate_limit", "unavailable", "drop", "slow", "drop_answer", "kill_instance")
+#: The kinds a careful client can always recover from (nothing was done, or only late):
+#: the default of ``--fault PLANE:RATE``.
+RECOVERABLE_KINDS = ("rate_limit", "unavailable", "drop", "slow")
+_PLANES = ("cloud", "e2b", "envd")
 
 FaultKind = Literal[
     "rate_limit", "unavailable", "drop", "drop_answer", "delay", "slow_start", "error"
@@ -72,13 +94,65 @@ class RequestRecord:
     at: float = field(default_factory=time.time)
 
 
+@dataclass(frozen=True)
+class RandomFaults:
+    """Faults of ``kinds`` on a fraction ``rate`` of one plane's requests."""
+
+    plane: str
+    rate: float
+    kinds: tuple[str, ...] = RECOVERABLE_KINDS
+
+
+def parse_fault_spec(text: str) -> RandomFaults:
+    """``PLANE:RATE[:KIND,KIND...]`` (``envd:0.05``, ``cloud:0.2:rate_limit,drop``)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"--fault {text!r}: expected PLANE:RATE[:KIND,...]")
+    plane, rate_text = parts[0], parts[1]
+    if plane not in _PLANES:
+        raise ValueError(f"--fault {text!r}: plane must be one of {', '.join(_PLANES)}")
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        raise ValueError(f"--fault {text!r}: rate must be a number from 0 to 1") from None
+    if not 0 <= rate <= 1:
+        raise ValueError(f"--fault {text!r}: rate must be between 0 and 1")
+    kinds = tuple(k for k in parts[2].split(",") if k) if len(parts) == 3 else RECOVERABLE_KINDS
+    unknown = [k for k in kinds if k not in RANDOM_KINDS]
+    if unknown or not kinds:
+        raise ValueError(
+            f"--fault {text!r}: kinds must be among {', '.join(RANDOM_KINDS)} (got {unknown})"
+        )
+    return RandomFaults(plane, rate, kinds)
+
+
 class FaultBook:
     """The armed faults and the request log, safe to use from tests in other threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._random: list[RandomFaults] = []
+        self._rng = random.Random(seed)
         self._log: list[RequestRecord] = []
+
+    def inject_random(self, spec: RandomFaults) -> None:
+        """Fail a fraction of a plane's requests from now on (see the module docstring)."""
+        with self._lock:
+            self._random.append(spec)
+
+    def draw(self, plane: str) -> str | None:
+        """The random fault this request of ``plane`` meets, if any (seeded, thread-safe)."""
+        with self._lock:
+            for spec in self._random:
+                if spec.plane == plane and self._rng.random() < spec.rate:
+                    return self._rng.choice(spec.kinds)
+        return None
+
+    def slow_delay(self) -> float:
+        """How late a ``slow`` random fault answers."""
+        with self._lock:
+            return self._rng.uniform(0.2, 1.0)
 
     def inject(self, kind: FaultKind, **fields: Any) -> Fault:
         """Arm a fault; keyword arguments are :class:`Fault` fields."""
@@ -91,6 +165,7 @@ class FaultBook:
         """Disarm every fault and forget the request log."""
         with self._lock:
             self._faults.clear()
+            self._random.clear()
             self._log.clear()
 
     def take(

@@ -267,6 +267,13 @@ class InstanceRunner:
             and self._runtime.is_alive()
         )
 
+    def crash(self) -> None:
+        """Kill the sandbox as a crashed host would: the service is not told (fault injection)."""
+        runtime = self._runtime
+        if runtime is not None:
+            with contextlib.suppress(SandboxError):
+                runtime.backend.stop()
+
     def stop(self) -> None:
         """Remove the sandbox (which ends envd and everything it started); idempotent."""
         self._stopped.set()

@@ -17,7 +17,7 @@ from typing import Any
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
-from ._gateway import Gateway, GatewayAnswer
+from ._gateway import Gateway, GatewayAnswer, instance_id_of
 from ._service import AgsService
 from ._tcr import TCR_VERSION, TcrApi
 from .envd._http import Message, Scope
@@ -68,6 +68,8 @@ class EmulatorApp:
         self.tcr = tcr
         self.e2b = e2b
         self.gateway = gateway
+        #: Requests that drew a random ``drop_answer`` (plane, operation, connection).
+        self._pending_drops: set[tuple[str, str, int]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,12 +97,29 @@ class EmulatorApp:
 
     # -- faults ------------------------------------------------------------------------------
 
-    async def _fault(self, plane: str, operation: str, send: Send) -> bool:
-        """Apply an armed fault to this request; True if it was answered (or dropped)."""
+    async def _fault(
+        self, plane: str, operation: str, send: Send, headers: dict[str, str] | None = None
+    ) -> bool:
+        """Apply an armed or random fault to this request; True if it was answered (or dropped).
+
+        A random ``drop_answer`` is remembered for :meth:`_drop_answer`; a ``kill_instance``
+        kills the named instance's container and lets the request go on (to fail as it would
+        against a crashed host).
+        """
         delayed = self.faults.take(plane, operation, ("delay",))
         if delayed is not None:
             await asyncio.sleep(delayed.delay)
         fault = self.faults.take(plane, operation, ("rate_limit", "unavailable", "drop", "error"))
+        if fault is None:
+            drawn = self.faults.draw(plane)
+            if drawn == "slow":
+                await asyncio.sleep(self.faults.slow_delay())
+            elif drawn == "drop_answer":
+                self._pending_drops.add((plane, operation, id(send)))
+            elif drawn == "kill_instance":
+                await self._kill_instance(headers or {})
+            elif drawn is not None:
+                fault = Fault(kind=drawn, operation=operation)  # type: ignore[arg-type]
         if fault is None:
             return False
         self.faults.record(plane, operation, 0 if fault.kind == "drop" else 200, fault)
@@ -122,8 +141,24 @@ class EmulatorApp:
             await _answer_json(send, status, {"code": status, "message": fault.message})
         return True
 
-    def _drop_answer(self, plane: str, operation: str) -> None:
+    async def _kill_instance(self, headers: dict[str, str]) -> None:
+        instance_id = instance_id_of(headers)
+        if instance_id is None:
+            return
+        with self.service.store.lock:
+            instance = self.service.store.instances.get(instance_id)
+        runner = instance.runner if instance is not None else None
+        if runner is not None:
+            self.faults.record("envd", "kill_instance", 0, Fault(kind="drop"))
+            await asyncio.to_thread(runner.crash)
+
+    def _drop_answer(self, plane: str, operation: str, send: Send | None = None) -> None:
         """Close the connection of a request that was handled, if a fault says so."""
+        drawn = (plane, operation, id(send))
+        if send is not None and drawn in self._pending_drops:
+            self._pending_drops.discard(drawn)
+            self.faults.record(plane, operation, 0, Fault(kind="drop_answer"))
+            raise DroppedConnection(f"injected drop of the answer to {operation}")
         fault = self.faults.take(plane, operation, ("drop_answer",))
         if fault is not None:
             self.faults.record(plane, operation, 0, fault)
@@ -133,7 +168,7 @@ class EmulatorApp:
 
     async def _cloud(self, headers: dict[str, str], body: bytes, send: Send) -> None:
         action = headers.get("x-tc-action", "")
-        if await self._fault("cloud", action, send):
+        if await self._fault("cloud", action, send, headers):
             return
         try:
             params = json.loads(body) if body else {}
@@ -143,7 +178,7 @@ class EmulatorApp:
             response = await self.tcr.handle(action, headers, body, params)
         else:
             response = await self.cloud.handle(action, headers, body, params)
-        self._drop_answer("cloud", action)
+        self._drop_answer("cloud", action, send)
         self.faults.record("cloud", action, 200, None)
         await _answer_json(send, 200, {"Response": response})
 
@@ -151,19 +186,25 @@ class EmulatorApp:
         self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes, send: Send
     ) -> None:
         operation = self.e2b.operation(method, path)
-        if await self._fault("e2b", operation, send):
+        if await self._fault("e2b", operation, send, headers):
             return
         status, payload, extra = await self.e2b.handle(method, path, query, headers, body)
-        self._drop_answer("e2b", operation)
+        self._drop_answer("e2b", operation, send)
         self.faults.record("e2b", operation, status, None)
         await _answer_json(send, status, payload, list(extra.items()))
 
     async def _envd(
         self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes, send: Send
     ) -> None:
-        if await self._fault("envd", path, send):
+        if await self._fault("envd", path, send, headers):
             return
         answer: GatewayAnswer = await self.gateway.forward(method, path, query, headers, body)
+        if answer.stream is not None and (("envd", path, id(send)) in self._pending_drops):
+            # Handled (a process started), then the connection is lost without an answer.
+            close = getattr(answer.stream, "aclose", None)
+            if close is not None:
+                await close()
+        self._drop_answer("envd", path, send)
         self.faults.record("envd", path, answer.status, None)
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers]
         if answer.stream is None:

@@ -19,6 +19,7 @@ import concurrent.futures
 import logging
 import secrets
 import threading
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -26,7 +27,7 @@ from pydantic import SecretStr
 
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
-from ._faults import FaultBook
+from ._faults import FaultBook, RandomFaults
 from ._gateway import Gateway
 from ._runner import RunnerSettings
 from ._service import AgsService, ServiceLimits
@@ -61,6 +62,8 @@ class AgsEmulator:
         limits: ServiceLimits | None = None,
         tcr_domain: str | None = None,
         tcr_login: tuple[str, str] | None = None,
+        faults: Sequence[RandomFaults] = (),
+        fault_seed: int | None = None,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -68,7 +71,9 @@ class AgsEmulator:
         self.port = port
         self.secret_id = secret_id or "AKID" + secrets.token_hex(16)
         self.secret_key = secret_key or secrets.token_hex(16)
-        self.faults = FaultBook()
+        self.faults = FaultBook(seed=fault_seed)
+        for spec in faults:
+            self.faults.inject_random(spec)
         self.store = Store()
         runner = RunnerSettings(backend, local_isolation=local_isolation, base_dir=base_dir)
         self.service = AgsService(runner, limits or ServiceLimits(), self.faults, self.store)

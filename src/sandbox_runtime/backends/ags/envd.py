@@ -1,0 +1,423 @@
+"""Our own client of envd, the daemon in every AGS (and e2b) sandbox: processes and files.
+
+envd speaks plain HTTP for files (``GET``/``POST /files``, ``GET /health``) and the Connect
+protocol with the JSON codec for its ``process.Process`` and ``filesystem.Filesystem``
+services (unary calls, and server streams of length-prefixed envelopes for ``Start``).  We
+speak it with httpx rather than through the e2b SDK because the SDK's public command API
+starts a login shell, decodes output as UTF-8 and raises on a non-zero exit, and its raw
+client is private and changed shape between releases; owning the client makes the ``ags``
+backend independent of whatever e2b release a user has installed beside it.
+
+Retries (:mod:`sandbox_runtime.retry`) happen here, where the answers are seen:
+
+* Idempotent calls (health, stat, list, make a directory, remove, read, whole-file write,
+  signal) are retried on connection errors, timeouts, 429 and 502/503/504, honouring
+  ``Retry-After``, within the call's own time bound.
+* A process start is retried only when it provably never started: the request was refused
+  (429, 5xx before any stream), could not connect, or its connection broke before the
+  command's wrapper left its start marker (the caller checks the marker with a retried
+  ``Stat``).  A command that started is never run twice.
+
+Errors say what happened: ``envd answered 503 (service unavailable)``, not a guess.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from sandbox_runtime.errors import (
+    BackendError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxIsADirectoryError,
+)
+from sandbox_runtime.retry import RetryPolicy, call_with_retries, retry_after_seconds
+
+__all__ = [
+    "ENVD_PORT",
+    "EnvdClient",
+    "EnvdError",
+    "EnvdUnauthorized",
+    "ProcessEvent",
+    "StartRefused",
+]
+
+ENVD_PORT = 49983
+_FLAG_END_STREAM = 0x02
+_RETRY_STATUS = frozenset({429, 502, 503, 504})
+_REASONS = {
+    429: "rate limited",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+#: How often a silent command's stream carries a keepalive, and how long silence may last.
+_KEEPALIVE_SECONDS = 15
+_STREAM_READ_TIMEOUT = 4 * _KEEPALIVE_SECONDS
+
+ProcessEvent = tuple[str, Any]
+"""``("start", pid)``, ``("stdout" | "stderr", bytes)`` or ``("end", (exit_code, status))``."""
+
+
+class EnvdError(BackendError):
+    """envd (or the gateway in front of it) refused or failed a call."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+        transient: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+        self.transient = transient
+
+
+class EnvdUnauthorized(EnvdError):
+    """The access token was refused (401): it expired or belongs to another instance."""
+
+
+class StartRefused(EnvdError):
+    """A process start that provably did not start anything: safe to send again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    base_url: str
+    headers: dict[str, str]
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, EnvdError):
+        return exc.transient
+    return isinstance(exc, httpx.TransportError)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.retry_after if isinstance(exc, EnvdError) else None
+
+
+def _error_for(response: httpx.Response, what: str) -> EnvdError:
+    """The error an unsuccessful answer means (the body read, the secrets not in it)."""
+    status = response.status_code
+    code = None
+    detail = ""
+    try:
+        body = json.loads(response.content or b"{}")
+        if isinstance(body, dict):
+            code = body.get("code") if isinstance(body.get("code"), str) else None
+            detail = str(body.get("message") or "")
+    except ValueError:
+        detail = response.text[:200]
+    reason = _REASONS.get(status, response.reason_phrase or "error")
+    message = f"{what}: envd answered {status} ({reason})" + (f": {detail}" if detail else "")
+    kind: type[EnvdError] = EnvdUnauthorized if status == 401 else EnvdError
+    return kind(
+        message,
+        status=status,
+        code=code,
+        retry_after=retry_after_seconds(response.headers.get("retry-after")),
+        transient=status in _RETRY_STATUS,
+    )
+
+
+def _mapped(error: EnvdError, path: str) -> SandboxError:
+    """File-level errors as the library's own types."""
+    if error.status == 404 or error.code == "not_found":
+        return SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+    text = str(error).lower()
+    if error.status == 400 and "directory" in text:
+        return SandboxIsADirectoryError(f"is a directory: {path}")
+    return error
+
+
+def _envelope(message: dict[str, Any]) -> bytes:
+    data = json.dumps(message).encode()
+    return struct.pack(">BI", 0, len(data)) + data
+
+
+class EnvdClient:
+    """One instance's envd.  Thread-safe: httpx's client pools connections across threads.
+
+    ``base_url`` is the instance's envd URL (``https://49983-<id>.<domain>``) or one URL for
+    every instance that routes by header (an emulator, ``sandbox_url``); ``token`` is the
+    data-plane access token, replaceable with :meth:`set_token` when it expires.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        sandbox_id: str,
+        token: str | None,
+        request_timeout: float,
+        envd_version: str = "0.5.7",
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        self.sandbox_id = sandbox_id
+        self.request_timeout = request_timeout
+        self._octet_upload = tuple(int(p) for p in envd_version.split(".")[:3]) >= (0, 5, 7)
+        self._policy = policy or RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
+        headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": str(ENVD_PORT)}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(request_timeout),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+        )
+        self._token = token
+
+    @property
+    def token(self) -> str | None:
+        """The access token in use (for scrubbing messages; never logged)."""
+        return self._token
+
+    def set_token(self, token: str | None) -> None:
+        """Use another access token from now on (a refreshed one)."""
+        self._token = token
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self._token:
+            headers["X-Access-Token"] = self._token
+        return headers
+
+    def _retried(self, call: Any, description: str) -> Any:
+        return call_with_retries(
+            call, _transient, description=description, policy=self._policy, retry_after=_retry_after
+        )
+
+    # -- unary calls ---------------------------------------------------------------------------
+
+    def _rpc(self, service: str, method: str, message: dict[str, Any], what: str) -> Any:
+        def call() -> Any:
+            response = self._client.post(
+                f"/{service}/{method}",
+                content=json.dumps(message).encode(),
+                headers=self._headers(
+                    {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+                ),
+            )
+            if response.status_code != 200:
+                raise _error_for(response, what)
+            return response.json() if response.content else {}
+
+        return self._retried(call, what)
+
+    def healthy(self) -> bool:
+        """True when envd answers ``/health`` (a refused or broken connection is False)."""
+        try:
+            response = self._retried(lambda: self._checked_health(), f"health of {self.sandbox_id}")
+        except (EnvdError, httpx.HTTPError):
+            return False
+        return bool(response)
+
+    def _checked_health(self) -> bool:
+        response = self._client.get("/health", headers=self._headers())
+        if response.status_code in _RETRY_STATUS and response.status_code != 502:
+            raise _error_for(response, "health")
+        return response.status_code in (200, 204)
+
+    def stat(self, path: str) -> dict[str, Any] | None:
+        """Envd's ``EntryInfo`` of ``path`` (not following a final symlink), or ``None``."""
+        try:
+            answer = self._rpc("filesystem.Filesystem", "Stat", {"path": path}, f"stat {path}")
+        except EnvdError as exc:
+            if exc.status == 404 or exc.code == "not_found":
+                return None
+            raise
+        entry = answer.get("entry")
+        return entry if isinstance(entry, dict) else None
+
+    def list_dir(self, path: str) -> list[dict[str, Any]]:
+        """The entries of a directory (depth 1)."""
+        try:
+            answer = self._rpc(
+                "filesystem.Filesystem", "ListDir", {"path": path, "depth": 1}, f"list {path}"
+            )
+        except EnvdError as exc:
+            raise _mapped(exc, path) from exc
+        entries = answer.get("entries") or []
+        return [entry for entry in entries if isinstance(entry, dict)]
+
+    def make_dir(self, path: str) -> None:
+        """Create a directory and its parents; one that exists is fine."""
+        try:
+            self._rpc("filesystem.Filesystem", "MakeDir", {"path": path}, f"make directory {path}")
+        except EnvdError as exc:
+            if exc.status == 409 or exc.code == "already_exists":
+                return
+            raise
+
+    def remove(self, path: str) -> None:
+        """Remove a file or a directory tree; a missing path is fine (as envd's remove)."""
+        try:
+            self._rpc("filesystem.Filesystem", "Remove", {"path": path}, f"remove {path}")
+        except EnvdError as exc:
+            if exc.status == 404 or exc.code == "not_found":
+                return
+            raise
+
+    def signal_kill(self, pid: int) -> bool:
+        """SIGKILL one process envd started (False when envd no longer knows it)."""
+        try:
+            self._rpc(
+                "process.Process",
+                "SendSignal",
+                {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"},
+                f"kill {pid}",
+            )
+        except EnvdError as exc:
+            if exc.status == 404 or exc.code == "not_found":
+                return False
+            raise
+        return True
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        """A whole file's bytes."""
+
+        def call() -> bytes:
+            response = self._client.get(f"/files?path={quote(path)}", headers=self._headers())
+            if response.status_code != 200:
+                raise _error_for(response, f"read {path}")
+            return response.content
+
+        try:
+            data: bytes = self._retried(call, f"read {path}")
+        except EnvdError as exc:
+            raise _mapped(exc, path) from exc
+        return data
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace a file (parents created); repeating it gives the same file."""
+
+        def call() -> None:
+            if self._octet_upload:
+                response = self._client.post(
+                    f"/files?path={quote(path)}",
+                    content=data,
+                    headers=self._headers({"Content-Type": "application/octet-stream"}),
+                )
+            else:
+                response = self._client.post(
+                    f"/files?path={quote(path)}",
+                    files={"file": (path, data, "application/octet-stream")},
+                    headers=self._headers(),
+                )
+            if response.status_code != 200:
+                raise _error_for(response, f"write {path}")
+
+        try:
+            self._retried(call, f"write {path}")
+        except EnvdError as exc:
+            raise _mapped(exc, path) from exc
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        argv: list[str],
+        *,
+        envs: dict[str, str],
+        server_timeout: float | None,
+    ) -> Iterator[ProcessEvent]:
+        """Start ``argv`` at ``/`` and yield its events as they arrive.
+
+        Raises :class:`StartRefused` when envd (or its gateway) refused the start, so the
+        caller may send it again; any other failure may have happened after the start.
+        """
+        body = _envelope(
+            {
+                "process": {"cmd": argv[0], "args": argv[1:], "envs": envs, "cwd": "/"},
+                "stdin": False,
+            }
+        )
+        headers = self._headers(
+            {
+                "Content-Type": "application/connect+json",
+                "Connect-Protocol-Version": "1",
+                "Keepalive-Ping-Interval": str(_KEEPALIVE_SECONDS),
+            }
+        )
+        if server_timeout is not None:
+            headers["Connect-Timeout-Ms"] = str(int(server_timeout * 1000))
+        request = self._client.build_request(
+            "POST",
+            "/process.Process/Start",
+            content=body,
+            headers=headers,
+            timeout=httpx.Timeout(self.request_timeout, read=_STREAM_READ_TIMEOUT),
+        )
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            raise StartRefused(f"start: cannot connect to envd: {exc}", transient=True) from exc
+        try:
+            if response.status_code != 200:
+                response.read()
+                error = _error_for(response, "start")
+                if isinstance(error, EnvdUnauthorized):
+                    raise error
+                raise StartRefused(
+                    str(error),
+                    status=error.status,
+                    code=error.code,
+                    retry_after=error.retry_after,
+                    transient=error.transient,
+                )
+            yield from _events(response.iter_raw())
+        finally:
+            response.close()
+
+
+def _events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
+    """Decode a ``Start`` stream's envelopes into process events."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer += chunk
+        while len(buffer) >= 5:
+            flags, length = struct.unpack(">BI", bytes(buffer[:5]))
+            if len(buffer) < 5 + length:
+                break
+            message = json.loads(bytes(buffer[5 : 5 + length]) or b"{}")
+            del buffer[: 5 + length]
+            if flags & _FLAG_END_STREAM:
+                error = message.get("error") if isinstance(message, dict) else None
+                if error:
+                    raise EnvdError(
+                        f"the command's stream ended with {error.get('code')}: "
+                        f"{error.get('message', '')}",
+                        code=str(error.get("code")),
+                    )
+                return
+            event = message.get("event") or {}
+            if "start" in event:
+                yield "start", int(event["start"].get("pid", 0))
+            elif "data" in event:
+                data = event["data"]
+                for stream in ("stdout", "stderr"):
+                    if data.get(stream):
+                        yield stream, base64.b64decode(data[stream])
+            elif "end" in event:
+                end = event["end"]
+                yield "end", (int(end.get("exitCode", 0)), str(end.get("status", "")))
+            # keepalive events carry nothing
