@@ -101,6 +101,22 @@ def test_e2b_plane_retries_rate_limits_and_reports_drops(emulator: AgsEmulator) 
         SandboxRuntime(**_config(emulator, **e2b_options)).start()
 
 
+@pytest.mark.e2b_sdk
+def test_e2b_create_whose_answer_is_lost_is_adopted_not_duplicated(
+    emulator: AgsEmulator,
+) -> None:
+    e2b_options = {"control_plane": "e2b", "api_key": emulator.api_key}
+    before = len(emulator.store.instances)
+    emulator.faults.inject("drop_answer", plane="e2b", operation="POST /sandboxes")
+    with SandboxRuntime(**_config(emulator, **e2b_options)) as sandbox:
+        assert sandbox.exec("echo adopted").stdout == "adopted\n"
+        assert len(emulator.store.instances) == before + 1
+        assert sandbox.id in emulator.store.instances
+    assert [r.fault for r in emulator.faults.requests("e2b", "POST /sandboxes")] == [
+        "drop_answer"
+    ]
+
+
 def test_admin_endpoint_injects_faults(emulator: AgsEmulator) -> None:
     import httpx
 

@@ -586,7 +586,11 @@ class AgsBackend(Backend[AgsOptions]):
                     raise
                 wait = exc.retry_after
             except (httpx.TransportError, EnvdError) as exc:
-                if started or attempt == _START_ATTEMPTS or session.stat(marker) is not None:
+                if (
+                    started
+                    or attempt == _START_ATTEMPTS
+                    or _may_have_run(session, envs[_shell.TOKEN_VAR], marker)
+                ):
                     raise EnvdError(
                         f"the connection to envd broke while the command ran ({exc}); it is not "
                         "run again because it had started",
@@ -682,3 +686,18 @@ def _archive_checked(data: bytes) -> bytes:
     if not data:
         raise BackendError("tar produced no output")
     return data
+
+
+def _may_have_run(session: EnvdClient, token: str, marker: str) -> bool:
+    """Whether a start whose connection broke may have started its command.
+
+    The command (its wrapper's argument vector holds ``token``) is among envd's processes
+    while it runs, and its wrapper creates ``marker``
+    before anything else: looking at the processes first and the marker second sees a
+    command that started, whether it still runs or ended in between.
+    """
+    if session.stat(marker) is not None:
+        return True
+    if any(token in command for command in session.processes()):
+        return True
+    return session.stat(marker) is not None

@@ -14,9 +14,10 @@ Retries (:mod:`sandbox_runtime.retry`) happen here, where the answers are seen:
   signal) are retried on connection errors, timeouts, 429 and 502/503/504, honouring
   ``Retry-After``, within the call's own time bound.
 * A process start is retried only when it provably never started: the request was refused
-  (429, 5xx before any stream), could not connect, or its connection broke before the
-  command's wrapper left its start marker (the caller checks the marker with a retried
-  ``Stat``).  A command that started is never run twice.
+  (429, 5xx before any stream), could not connect, or its connection broke and neither is the
+  command among envd's running processes nor has its wrapper left its start marker (checked
+  in that order, so a command that ran and ended in between is seen too).  A command that
+  started is never run twice.
 
 Errors say what happened: ``envd answered 503 (service unavailable)``, not a guess.
 """
@@ -274,6 +275,15 @@ class EnvdClient:
             if exc.status == 404 or exc.code == "not_found":
                 return
             raise
+
+    def processes(self) -> list[list[str]]:
+        """The command line (``cmd`` then ``args``) of every process envd started and runs."""
+        answer = self._rpc("process.Process", "List", {}, "list processes")
+        found = []
+        for process in answer.get("processes") or []:
+            config = process.get("config") or {}
+            found.append([str(config.get("cmd", "")), *map(str, config.get("args") or [])])
+        return found
 
     def signal_kill(self, pid: int) -> bool:
         """SIGKILL one process envd started (False when envd no longer knows it)."""
