@@ -112,9 +112,7 @@ def test_e2b_create_whose_answer_is_lost_is_adopted_not_duplicated(
         assert sandbox.exec("echo adopted").stdout == "adopted\n"
         assert len(emulator.store.instances) == before + 1
         assert sandbox.id in emulator.store.instances
-    assert [r.fault for r in emulator.faults.requests("e2b", "POST /sandboxes")] == [
-        "drop_answer"
-    ]
+    assert [r.fault for r in emulator.faults.requests("e2b", "POST /sandboxes")] == ["drop_answer"]
 
 
 def test_admin_endpoint_injects_faults(emulator: AgsEmulator) -> None:
