@@ -11,7 +11,14 @@ import posixpath
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+)
 
 __all__ = ["BackendOptions", "Resources", "SandboxConfig", "parse_duration", "parse_memory"]
 
@@ -98,6 +105,30 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: Option names whose values are credentials, wherever they appear (``token``,
+#: ``secret_key``, ``api_key``, ``session_token``, ``password``, ...).
+_SECRET_NAME = re.compile(r"token|secret|password|passwd|api_?key|credential|private", re.I)
+MASK = "**********"
+
+
+def mask_secrets(value: Any) -> Any:
+    """``value`` with every credential-named entry of its (nested) dicts masked.
+
+    Backend option models hold credentials as ``SecretStr``; this covers options still in
+    their raw form, such as a plain string in ``SandboxConfig(options={"token": "..."})``.
+    """
+    if isinstance(value, dict):
+        return {
+            key: MASK
+            if isinstance(key, str) and _SECRET_NAME.search(key) and item is not None
+            else mask_secrets(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [mask_secrets(item) for item in value]
+    return value
+
+
 def _is_absolute_posix(path: str) -> str:
     if not path.startswith("/"):
         raise ValueError(f"must be an absolute POSIX path, got {path!r}")
@@ -137,7 +168,24 @@ class SandboxConfig(BaseModel):
     run_id: str | None = None
     """Groups the sandboxes of one run (a label); defaults to one id per client process."""
     options: dict[str, Any] | BackendOptions = Field(default_factory=dict)
-    """Backend-specific options, validated by the backend's own options model."""
+    """Backend-specific options, validated by the backend's own options model.
+
+    Credentials given here as plain strings never appear in this model's ``repr`` or dumps
+    (they are masked); the backend still receives them.
+    """
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, mask_secrets(value) if name == "options" else value
+
+    @field_serializer("options", mode="wrap")
+    def _serialise_options(
+        self, value: dict[str, Any] | BackendOptions, handler: Any, info: Any
+    ) -> Any:
+        dumped = handler(value)
+        # JSON leaves the process (logs, reports, files): credentials are masked there.  A
+        # Python dump stays inside it and keeps them, so a config can be rebuilt from it.
+        return mask_secrets(dumped) if info.mode == "json" else dumped
 
     @field_validator("workdir")
     @classmethod

@@ -38,10 +38,12 @@ def test_no_secret_in_logs_reprs_or_errors(
     with pytest.raises(SandboxError) as refused:
         SandboxRuntime(backend="ags", options=bad).start()
     texts += [str(refused.value), repr(refused.value), str(refused.value.__cause__)]
+    assert "AuthFailure" in str(refused.value)  # an authentication error, said so
     e2b_options = emulator.backend_options(control_plane="e2b", api_key="ark_wrong_but_secret")
     with pytest.raises(SandboxError) as refused_key:
         SandboxRuntime(backend="ags", options=e2b_options).start()
     texts += [str(refused_key.value), repr(refused_key.value)]
+    assert "API key was refused" in str(refused_key.value)
     everything = "\n".join(texts) + "\n" + caplog.text
     assert "DescribeSandboxInstanceList" in caplog.text  # the retry was logged...
     for secret in [

@@ -306,6 +306,24 @@ def test_bad_token_is_a_clear_error_without_the_token(
     assert secret not in caplog.text
 
 
+def test_the_token_option_beats_the_kubeconfigs_own(
+    k8s_emulator: Any, docker_image: str, tmp_path: Path
+) -> None:
+    # The kubeconfig holds a valid token; the option names another identity, which must be
+    # the one used (not replaced by the kubeconfig's before each request).
+    kubeconfig = str(k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig"))
+    config = SandboxConfig(
+        backend="kubernetes",
+        image=docker_image,
+        options={"kubeconfig": kubeconfig, "token": "not-the-kubeconfig-token"},
+    )
+    with pytest.raises(BackendUnavailableError, match="401 Unauthorized"):
+        SandboxRuntime(config).start()
+    good = {"kubeconfig": kubeconfig, "token": k8s_emulator.token.get_secret_value()}
+    with SandboxRuntime(config.model_copy(update={"options": good})) as sandbox:
+        assert sandbox.exec("echo ok").stdout == "ok\n"
+
+
 def test_token_never_in_reprs_or_logs(
     k8s_emulator: Any, docker_image: str, caplog: pytest.LogCaptureFixture
 ) -> None:

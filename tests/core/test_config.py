@@ -102,3 +102,18 @@ def test_env_values_stay_out_of_repr() -> None:
     assert "sk-very-secret-value" not in str(config)
     runtime = SandboxRuntime(config)
     assert "sk-very-secret-value" not in repr(runtime)
+
+
+def test_plain_string_credentials_never_show_in_reprs_or_json() -> None:
+    secret = "plain-secret-0123456789"
+    config = SandboxConfig(
+        backend="kubernetes",
+        options={"token": secret, "namespace": "ns", "engine_options": {"api_key": secret}},
+    )
+    for text in (repr(config), str(config), config.model_dump_json()):
+        assert secret not in text
+        assert "**********" in text
+        assert "'ns'" in text or '"ns"' in text
+    # Inside the process the value is kept, so the backend receives it.
+    assert config.model_dump()["options"]["token"] == secret
+    assert config.options["token"] == secret  # type: ignore[index]

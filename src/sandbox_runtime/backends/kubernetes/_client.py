@@ -125,8 +125,11 @@ def _load(options: KubernetesOptions) -> tuple[Any, str]:
     if options.api_server:
         configuration.host = options.api_server
     if options.token is not None:
-        configuration.api_key = {"authorization": f"Bearer {options.token.get_secret_value()}"}
-        configuration.api_key_prefix = {}
+        # The token given is the identity used: the kubeconfig loader installs a hook that
+        # writes the kubeconfig's own token back before every request, so it goes too.
+        configuration.api_key = {"BearerToken": options.token.get_secret_value()}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        configuration.refresh_api_key_hook = None
     configuration.connection_pool_maxsize = options.max_pool_size
     return configuration, options.namespace or namespace
 
