@@ -42,14 +42,16 @@ from sandbox_runtime.errors import (
 )
 from sandbox_runtime.ownership import MANAGED, why_reapable
 from sandbox_runtime.results import ExecResult
-from sandbox_runtime.retry import call_with_retries
+from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 from ._client import (
     ApiException,
     Cluster,
     connect,
     describe,
+    handshake_refused,
     read_json,
+    retry_after,
     retryable,
     status_code,
     unreachable,
@@ -108,6 +110,10 @@ def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> Sandbox
     return BackendError(f"{verb} failed: {describe(exc)}")
 
 
+#: Sending an exec again whose upgrade was refused: a handful of tries, bounded in time.
+_EXEC_OPEN_POLICY = RetryPolicy(attempts=6, max_delay=30.0)
+
+
 class KubernetesBackend(Backend[KubernetesOptions]):
     """A sandbox as a Kubernetes pod; see the module docstring."""
 
@@ -158,7 +164,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return self._cluster
 
     def _call(self, description: str, operation: Any) -> Any:
-        return call_with_retries(operation, retryable, description=description)
+        return call_with_retries(
+            operation, retryable, description=description, retry_after=retry_after
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -397,8 +405,19 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     ) -> ExecOutcome:
         cluster = self.cluster
         try:
-            client = open_exec(
-                cluster.exec_api(), self._pod, cluster.namespace, CONTAINER, argv, stdin is not None
+            client = call_with_retries(
+                lambda: open_exec(
+                    cluster.exec_api(),
+                    self._pod,
+                    cluster.namespace,
+                    CONTAINER,
+                    argv,
+                    stdin is not None,
+                ),
+                handshake_refused,
+                description=f"exec in pod {self._pod}",
+                policy=_EXEC_OPEN_POLICY,
+                retry_after=retry_after,
             )
         except Exception as exc:
             raise self._exec_failure(exc) from exc
@@ -516,6 +535,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     ),
                     retryable,
                     description="list pods",
+                    retry_after=retry_after,
                 )
             )
         except Exception as exc:

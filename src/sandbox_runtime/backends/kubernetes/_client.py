@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_runtime.errors import BackendUnavailableError
+from sandbox_runtime.retry import retry_after_seconds
 
 from ._options import KubernetesOptions
 
@@ -49,6 +50,7 @@ __all__ = [
 _loaders: Any = kubernetes.config
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _HANDSHAKE = re.compile(r"Handshake status (\d{3})")
+_HANDSHAKE_RETRY_AFTER = re.compile(r"'retry-after': '([^']+)'", re.I)
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,36 @@ def retryable(exc: BaseException) -> bool:
         return True
     code = status_code(exc)
     return code is not None and (code == 429 or code >= 500)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The ``Retry-After`` an API error asked for, in seconds.
+
+    A REST answer carries it as a header; a refused websocket handshake only in the message
+    the client builds from the answer's headers.
+    """
+    if not isinstance(exc, ApiException):
+        return None
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if value is None:
+        match = _HANDSHAKE_RETRY_AFTER.search(str(exc.reason or ""))
+        value = match.group(1) if match else None
+    return retry_after_seconds(str(value)) if value is not None else None
+
+
+def handshake_refused(exc: BaseException) -> bool:
+    """An exec upgrade that provably started nothing and is worth sending again.
+
+    No command runs before the websocket upgrade completes: a handshake answered 429 or
+    5xx, or a connection lost before any answer, means the exec never began.
+    """
+    code = status_code(exc)
+    if code is not None:
+        return code == 429 or code >= 500
+    if isinstance(exc, ApiException):
+        return "Connection to remote host was lost" in str(exc.reason or "")
+    return isinstance(exc, ConnectionRefusedError)
 
 
 def unreachable(exc: BaseException) -> bool:

@@ -34,11 +34,13 @@ generator so that a run can be repeated.  Random kinds add ``slow`` (0.2-1 s lat
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
+from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 
 __all__ = [
     "RANDOM_KINDS",
@@ -94,36 +96,9 @@ class RequestRecord:
     at: float = field(default_factory=time.time)
 
 
-@dataclass(frozen=True)
-class RandomFaults:
-    """Faults of ``kinds`` on a fraction ``rate`` of one plane's requests."""
-
-    plane: str
-    rate: float
-    kinds: tuple[str, ...] = RECOVERABLE_KINDS
-
-
 def parse_fault_spec(text: str) -> RandomFaults:
-    """``PLANE:RATE[:KIND,KIND...]`` (``envd:0.05``, ``cloud:0.2:rate_limit,drop``)."""
-    parts = text.split(":")
-    if len(parts) not in (2, 3):
-        raise ValueError(f"--fault {text!r}: expected PLANE:RATE[:KIND,...]")
-    plane, rate_text = parts[0], parts[1]
-    if plane not in _PLANES:
-        raise ValueError(f"--fault {text!r}: plane must be one of {', '.join(_PLANES)}")
-    try:
-        rate = float(rate_text)
-    except ValueError:
-        raise ValueError(f"--fault {text!r}: rate must be a number from 0 to 1") from None
-    if not 0 <= rate <= 1:
-        raise ValueError(f"--fault {text!r}: rate must be between 0 and 1")
-    kinds = tuple(k for k in parts[2].split(",") if k) if len(parts) == 3 else RECOVERABLE_KINDS
-    unknown = [k for k in kinds if k not in RANDOM_KINDS]
-    if unknown or not kinds:
-        raise ValueError(
-            f"--fault {text!r}: kinds must be among {', '.join(RANDOM_KINDS)} (got {unknown})"
-        )
-    return RandomFaults(plane, rate, kinds)
+    """``PLANE:RATE[:KIND,KIND...]`` for this emulator (``envd:0.05``, ``cloud:0.2:drop``)."""
+    return _parse(text, planes=_PLANES, kinds=RANDOM_KINDS, default=RECOVERABLE_KINDS)
 
 
 class FaultBook:
@@ -132,27 +107,20 @@ class FaultBook:
     def __init__(self, seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
-        self._random: list[RandomFaults] = []
-        self._rng = random.Random(seed)
+        self._draws = FaultDraws(seed)
         self._log: list[RequestRecord] = []
 
     def inject_random(self, spec: RandomFaults) -> None:
         """Fail a fraction of a plane's requests from now on (see the module docstring)."""
-        with self._lock:
-            self._random.append(spec)
+        self._draws.add(spec)
 
     def draw(self, plane: str) -> str | None:
         """The random fault this request of ``plane`` meets, if any (seeded, thread-safe)."""
-        with self._lock:
-            for spec in self._random:
-                if spec.plane == plane and self._rng.random() < spec.rate:
-                    return self._rng.choice(spec.kinds)
-        return None
+        return self._draws.draw(plane)
 
     def slow_delay(self) -> float:
         """How late a ``slow`` random fault answers."""
-        with self._lock:
-            return self._rng.uniform(0.2, 1.0)
+        return self._draws.slow_delay()
 
     def inject(self, kind: FaultKind, **fields: Any) -> Fault:
         """Arm a fault; keyword arguments are :class:`Fault` fields."""
@@ -163,9 +131,9 @@ class FaultBook:
 
     def clear(self) -> None:
         """Disarm every fault and forget the request log."""
+        self._draws.clear()
         with self._lock:
             self._faults.clear()
-            self._random.clear()
             self._log.clear()
 
     def take(

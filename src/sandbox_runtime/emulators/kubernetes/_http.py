@@ -13,6 +13,14 @@ websocket-client for exec.  Served paths::
     DELETE /api/v1/namespaces/{ns}/pods/{name}       (gracePeriodSeconds)
     GET    /api/v1/namespaces/{ns}/pods/{name}/log
     GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec  websocket upgrade
+
+Random faults (``--fault api:0.1``, ``--fault exec:0.05:kill_pod``), drawn per request by
+plane (``exec`` for the exec upgrade, ``api`` for everything else but the health paths):
+``rate_limit`` (429 ``TooManyRequests`` with ``Retry-After: 1``, as the API server's
+priority and fairness answers), ``unavailable`` (503), ``drop`` (the connection closes without
+an answer, the request not handled), ``slow`` (0.2-1 s late), ``drop_answer`` (handled, then
+the connection closes without the answer) and ``kill_pod`` (the pod's container is killed, as
+a lost node would leave it).
 """
 
 from __future__ import annotations
@@ -24,16 +32,29 @@ import json
 import logging
 import re
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
+from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 
 from ._docker import RuntimeProblem
 from ._exec import ExecSession, accept_headers, choose_protocol
 from ._pods import PodStore
 from ._status import ApiError, bad_request, method_not_allowed, unauthorized
 
-__all__ = ["EmulatorServer"]
+__all__ = ["FAULT_KINDS", "EmulatorServer", "parse_fault_spec"]
+
+#: What a random fault of this emulator can be; the first four are recoverable (the default).
+FAULT_KINDS = ("rate_limit", "unavailable", "drop", "slow", "drop_answer", "kill_pod")
+
+
+def parse_fault_spec(text: str) -> RandomFaults:
+    """``PLANE:RATE[:KIND,...]`` with planes ``api`` and ``exec``."""
+    return _parse(text, planes=("api", "exec"), kinds=FAULT_KINDS, default=FAULT_KINDS[:4])
+
 
 logger = logging.getLogger("sandbox_runtime.emulators.kubernetes")
 
@@ -93,11 +114,13 @@ class EmulatorServer(ThreadingHTTPServer):
         store: PodStore,
         token: str | None,
         protocols: tuple[str, ...],
+        faults: FaultDraws | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.store = store
         self.token = token
         self.protocols = protocols
+        self.faults = faults or FaultDraws()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Log instead of printing; a client that hangs up mid-request is routine."""
@@ -134,12 +157,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _reply(self, code: int, body: Any, content_type: str = "application/json") -> None:
+    def _reply(
+        self,
+        code: int,
+        body: Any,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if getattr(self, "_drop_answer", False):
+            self.close_connection = True  # handled; the answer is lost on the way
+            return
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
@@ -164,12 +198,51 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return hmac.compare_digest(presented.strip().encode(), expected.encode())
 
+    def _fault(self, path: str) -> bool:
+        """Apply a random fault to this request; True when it was answered (or dropped)."""
+        self._drop_answer = False
+        trimmed = path.rstrip("/")
+        if trimmed in _PUBLIC:
+            return False
+        plane = "exec" if trimmed.endswith("/exec") else "api"
+        kind = self.server.faults.draw(plane)
+        if kind in ("rate_limit", "unavailable", "drop"):
+            # Answered (or dropped) before the body was read: it must not be taken for the
+            # next request on this connection.
+            self.close_connection = self.close_connection or self.command in (
+                "POST",
+                "PUT",
+                "PATCH",
+            )
+        if kind == "slow":
+            time.sleep(self.server.faults.slow_delay())
+        elif kind == "rate_limit":
+            error = ApiError(429, "TooManyRequests", "injected fault: too many requests")
+            self._reply(429, error.body(), headers={"Retry-After": "1"})
+            return True
+        elif kind == "unavailable":
+            error = ApiError(503, "ServiceUnavailable", "injected fault: service unavailable")
+            self._reply(503, error.body())
+            return True
+        elif kind == "drop" or (kind == "drop_answer" and plane == "exec"):
+            self.close_connection = True
+            return True
+        elif kind == "drop_answer":
+            self._drop_answer = True
+        elif kind == "kill_pod":
+            match = _POD_PATH.match(path)
+            if match and match.group(2):
+                self.server.store.crash(match.group(1), match.group(2))
+        return False
+
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
         query = parse_qs(url.query, keep_blank_values=True)
         try:
             if url.path.rstrip("/") not in _PUBLIC and not self._authorized():
                 raise unauthorized()
+            if self._fault(url.path):
+                return
             self._route(self.command, url.path, query)
         except ApiError as error:
             if error.code >= 500:

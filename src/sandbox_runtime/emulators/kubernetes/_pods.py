@@ -113,6 +113,14 @@ class PodStore:
         self._in_background(self._run_pod, record)
         return answer
 
+    def crash(self, namespace: str, name: str) -> None:
+        """Kill a pod's container as a crashed node would (fault injection); the pod follows."""
+        with self._lock:
+            record = self._pods.get((namespace, name))
+            container_id = record.container_id if record is not None else None
+        if container_id is not None:
+            self.runtime.kill(container_id)
+
     def record(self, namespace: str, name: str) -> PodRecord:
         """The live record of a pod, or the server's 404."""
         with self._lock:

@@ -20,11 +20,14 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from pydantic import SecretStr
+
+from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
 
 from ._docker import DockerRuntime
 from ._exec import CHANNEL_PROTOCOLS
@@ -51,6 +54,8 @@ class KubernetesEmulator:
         docker_host: str | None = None,
         node_name: str = "sandbox-runtime-emulator",
         channel_protocols: tuple[str, ...] = CHANNEL_PROTOCOLS,
+        faults: Sequence[RandomFaults] = (),
+        fault_seed: int | None = None,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -60,6 +65,8 @@ class KubernetesEmulator:
         self._docker_host = docker_host
         self._node_name = node_name
         self._protocols = tuple(channel_protocols)
+        #: Random faults in force (``--fault``); more can be added while it runs.
+        self.faults = FaultDraws(fault_seed, faults)
         self._server: EmulatorServer | None = None
         self._thread: threading.Thread | None = None
         self.store: PodStore | None = None
@@ -121,7 +128,7 @@ class KubernetesEmulator:
         runtime.ping()
         self.store = PodStore(runtime, self._node_name)
         self._server = EmulatorServer(
-            (self.host, self.port), self.store, self._token, self._protocols
+            (self.host, self.port), self.store, self._token, self._protocols, self.faults
         )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
