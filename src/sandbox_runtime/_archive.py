@@ -14,6 +14,7 @@ import posixpath
 import tarfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from sandbox_runtime.errors import PathEscapeError
 
@@ -22,6 +23,7 @@ __all__ = [
     "extract",
     "first_file",
     "single_file",
+    "write_directory",
 ]
 
 
@@ -54,11 +56,16 @@ def directory(host_dir: Path, sandbox_dir: str) -> bytes:
     Symlinks are stored as links, not followed, so a repository with a virtualenv inside
     arrives as it left.
     """
-    prefix = _member_name(sandbox_dir)
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        archive.add(str(host_dir), arcname=prefix, recursive=True)
+    write_directory(buffer, host_dir, sandbox_dir)
     return buffer.getvalue()
+
+
+def write_directory(sink: BinaryIO, host_dir: Path, sandbox_dir: str) -> None:
+    """:func:`directory`, written to a file object as it is read (no whole tar in memory)."""
+    prefix = _member_name(sandbox_dir)
+    with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.add(str(host_dir), arcname=prefix, recursive=True)
 
 
 def first_file(data: bytes) -> bytes | None:
@@ -78,15 +85,16 @@ def _inside(root: str, path: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def extract(data: bytes, destination: Path, *, strip_top: str | None = None) -> None:
-    """Extract a tar under ``destination``, refusing members that would escape it.
+def extract(data: bytes | BinaryIO, destination: Path, *, strip_top: str | None = None) -> None:
+    """Extract a tar (bytes or a file object) under ``destination``, refusing escapes.
 
     ``strip_top`` renames the archive's top-level entry (what ``get_archive`` names after the
     source's basename) to ``destination`` itself, for ``download(src, dst)`` semantics.
     """
     destination.mkdir(parents=True, exist_ok=True)
     root = os.path.realpath(destination)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+    source = io.BytesIO(data) if isinstance(data, bytes) else data
+    with tarfile.open(fileobj=source, mode="r:*") as archive:
         for member in archive:
             name = posixpath.normpath(member.name)
             if strip_top is not None:

@@ -16,9 +16,10 @@ import abc
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, TypeVar, cast
+from pathlib import Path
+from typing import BinaryIO, ClassVar, Generic, TypeVar, cast
 
-from sandbox_runtime import _archive, _files, ownership
+from sandbox_runtime import _archive, _files, _transfer, ownership
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import ConfigError, SandboxIsADirectoryError
 from sandbox_runtime.results import ExecResult, FileInfo
@@ -257,6 +258,10 @@ class Backend(abc.ABC, Generic[OptionsT]):
             raise SandboxIsADirectoryError(f"is a directory: {path}")
         return content
 
+    def read_file_to(self, path: str, sink: BinaryIO) -> None:
+        """Write one file's bytes to ``sink`` (override to stream instead of holding them)."""
+        sink.write(self.read_file(path))
+
     def exists(self, path: str) -> bool:
         """True if an absolute sandbox path exists (a broken symlink counts)."""
         script = 'test -e "$1" || test -L "$1"'
@@ -281,6 +286,18 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Remove a file or symlink, or a directory tree with ``recursive``; missing is fine."""
         _files.remove_path(self._run_helper, path, recursive=recursive)
+
+    def copy_in(self, host: Path, path: str) -> None:
+        """Copy a host file or directory to an absolute sandbox path, with bounded memory.
+
+        The default moves pieces of at most a few megabytes through the primitives
+        (``_transfer``); a backend whose files are host files overrides it with direct copies.
+        """
+        _transfer.copy_in(self, host, path)
+
+    def copy_out(self, path: str, host: Path) -> None:
+        """Copy a sandbox file or directory to a host path, with bounded memory."""
+        _transfer.copy_out(self, path, host)
 
     def _run_helper(self, argv: tuple[str, ...]) -> ExecResult:
         """A short helper command of this library's own, at ``/``, with a generous cap."""

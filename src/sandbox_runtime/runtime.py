@@ -7,7 +7,6 @@ import logging
 import os
 import posixpath
 import shlex
-import tarfile
 import threading
 import time
 import uuid
@@ -19,7 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
-from sandbox_runtime import _archive
 from sandbox_runtime.backend import Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
@@ -29,7 +27,6 @@ from sandbox_runtime.errors import (
     PathEscapeError,
     SandboxClosedError,
     SandboxError,
-    SandboxFileNotFoundError,
     SandboxGoneError,
 )
 from sandbox_runtime.registry import load_backend
@@ -398,35 +395,16 @@ class SandboxRuntime:
         self._ready().remove(resolved, recursive=recursive)
 
     def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
-        """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files)."""
-        source = Path(local_path)
-        target = self.resolve(sandbox_path)
-        if source.is_dir():
-            self._ready().put_archive(_archive.directory(source, target))
-        elif source.is_file():
-            self.write_bytes(target, source.read_bytes(), mode=source.stat().st_mode & 0o7777)
-        else:
-            raise FileNotFoundError(f"no such file or directory on the host: {source}")
+        """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files).
+
+        Large files and trees travel in pieces, so the client's memory does not grow with
+        their size.
+        """
+        self._ready().copy_in(Path(local_path), self.resolve(sandbox_path))
 
     def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
-        """Copy a sandbox file or directory to ``local_path`` on the host."""
-        source = self.resolve(sandbox_path)
-        destination = Path(local_path)
-        data = self._ready().get_archive(source)
-        top = posixpath.basename(source.rstrip("/")) or "."
-        import io
-
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-            first = archive.next()
-        if first is None:
-            raise SandboxFileNotFoundError(f"nothing to download at {source}")
-        if first.isdir():
-            _archive.extract(data, destination, strip_top=top)
-            return
-        content = _archive.first_file(data) or b""
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_bytes(content)
-        os.chmod(destination, first.mode & 0o777)
+        """Copy a sandbox file or directory to ``local_path`` on the host (in pieces)."""
+        self._ready().copy_out(self.resolve(sandbox_path), Path(local_path))
 
     # -- repositories ------------------------------------------------------------------
 

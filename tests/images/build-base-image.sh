@@ -2,6 +2,8 @@
 # Build the Docker image the test suite runs on, without any registry: a minimal Debian
 # rootfs from debootstrap (Debian's package mirror is reachable where registries are not),
 # imported with `docker import`.  The rootfs tarball is cached, so later builds take seconds.
+# Safe to run several times at once: builds are serialised by a lock, and the tarball is
+# written under a unique name and renamed into place.
 set -euo pipefail
 
 image="${1:-sandbox-runtime-test/base:bookworm}"
@@ -14,8 +16,16 @@ if docker image inspect "$image" >/dev/null 2>&1; then
   exit 0
 fi
 
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
+# Another build may have finished while this one waited for the lock.
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "image $image already present"
+  exit 0
+fi
+
 if [ ! -s "$tarball" ]; then
-  mkdir -p "$cache"
   rootfs="$(mktemp -d)"
   trap 'rm -rf "$rootfs"' EXIT
   echo "debootstrap: building a minimal bookworm rootfs (about a minute)"
@@ -25,8 +35,9 @@ if [ ! -s "$tarball" ]; then
   # Trim what no test needs: package lists, docs, man pages, caches.
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
-  tar -C "$rootfs" -czf "$tarball.tmp" .
-  mv "$tarball.tmp" "$tarball"
+  partial="$(mktemp "$cache/base-bookworm.XXXXXX.partial")"
+  tar -C "$rootfs" -czf "$partial" .
+  mv "$partial" "$tarball"
 fi
 
 docker import \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,9 +42,12 @@ def task_named(tasks: list[Task], sample: str, fmt: str) -> Task:
 
 def open_prepared(task: Task, backend: str = "local") -> SandboxRuntime:
     image = resolve_image(task, backend_capabilities(backend, {}))
-    sandbox = SandboxRuntime(
-        backend=backend, image=image, workdir=task.workdir, env=task.env
-    ).start()
+    env = dict(task.env)
+    if backend == "local":
+        # local sandboxes run the host's python: make it this one, which has pytest, whatever
+        # python the user's shell would find first (an activated venv without pytest).
+        env.setdefault("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    sandbox = SandboxRuntime(backend=backend, image=image, workdir=task.workdir, env=env).start()
     prepare(task, sandbox)
     sandbox.base_commit()
     return sandbox

@@ -181,6 +181,12 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
     def stat(self, path: str) -> FileInfo:
         return self._engine.stat(path)
 
+    def copy_in(self, host: Path, path: str) -> None:
+        self._engine.copy_in(host, path)
+
+    def copy_out(self, path: str, host: Path) -> None:
+        self._engine.copy_out(path, host)
+
     def list_dir(self, path: str) -> list[FileInfo]:
         return self._engine.list_dir(path)
 

@@ -10,6 +10,7 @@ tests that need absolute paths to agree are gated on ``shares_absolute_paths``.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -337,6 +338,30 @@ class SandboxConformance:
         assert (back / "pkg" / "__init__.py").read_text() == "X = 1\n"
         assert (back / "pkg" / "sub" / "data.bin").read_bytes() == b"\x00\x01\xff"
         assert (back / "top.txt").read_text() == "top\n"
+
+    def test_large_upload_and_download_travel_in_pieces(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        # Larger than one transfer piece (8 MiB): the chunked paths, byte for byte.
+        blob = os.urandom(3 * 1024 * 1024) * 7  # 21 MiB, random enough to defeat compression
+        source = tmp_path / "tree"
+        (source / "data").mkdir(parents=True)
+        (source / "data" / "big.bin").write_bytes(blob)
+        (source / "small.txt").write_text("small\n")
+        sandbox.upload(source, "tree")
+        assert sandbox.stat("tree/data/big.bin").size == len(blob)
+        sandbox.upload(source / "data" / "big.bin", "single.bin")
+        sandbox.download("tree", tmp_path / "back")
+        sandbox.download("single.bin", tmp_path / "single.bin")
+        assert (tmp_path / "back" / "data" / "big.bin").read_bytes() == blob
+        assert (tmp_path / "back" / "small.txt").read_text() == "small\n"
+        assert (tmp_path / "single.bin").read_bytes() == blob
+        assert sandbox.exec(
+            "ls /tmp/.sandbox-runtime/transfers 2>/dev/null | wc -l"
+        ).stdout.strip() in (
+            "0",
+            "",
+        )
 
     def test_upload_and_download_file(self, sandbox: SandboxRuntime, tmp_path: Path) -> None:
         source = tmp_path / "tool.sh"

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
@@ -644,6 +644,11 @@ class AgsBackend(Backend[AgsOptions]):
             code, _out, err = self._run_quick(["chmod", f"{mode & 0o7777:o}", path], "chmod")
             if code != 0:
                 raise BackendError(f"chmod {path} failed: {err.decode(errors='replace')}")
+
+    def read_file_to(self, path: str, sink: BinaryIO) -> None:
+        """Stream envd's ``/files`` answer into ``sink``."""
+        session = self._require_session()
+        self._translated(lambda: session.read_into(path, sink), f"read {path}")
 
     def read_file(self, path: str) -> bytes:
         """Download through envd's ``/files``."""

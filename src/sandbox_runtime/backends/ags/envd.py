@@ -29,7 +29,7 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import httpx
@@ -63,6 +63,7 @@ _REASONS = {
 #: How often a silent command's stream carries a keepalive, and how long silence may last.
 _KEEPALIVE_SECONDS = 15
 _STREAM_READ_TIMEOUT = 4 * _KEEPALIVE_SECONDS
+_UPLOAD_PIECE = 1 << 20
 
 ProcessEvent = tuple[str, Any]
 """``("start", pid)``, ``("stdout" | "stderr", bytes)`` or ``("end", (exit_code, status))``."""
@@ -317,15 +318,60 @@ class EnvdClient:
             raise _mapped(exc, path) from exc
         return data
 
+    def read_into(self, path: str, sink: BinaryIO) -> None:
+        """A whole file's bytes written to ``sink`` as they arrive (never all in memory).
+
+        Retried only while nothing was written: a transfer that broke halfway is an error.
+        """
+        written = 0
+
+        def call() -> None:
+            nonlocal written
+            with self._client.stream(
+                "GET", f"/files?path={quote(path)}", headers=self._headers()
+            ) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise _error_for(response, f"read {path}")
+                for piece in response.iter_bytes(_UPLOAD_PIECE):
+                    sink.write(piece)
+                    written += len(piece)
+
+        def transient(exc: BaseException) -> bool:
+            return written == 0 and _transient(exc)
+
+        try:
+            call_with_retries(
+                call,
+                transient,
+                description=f"read {path}",
+                policy=self._policy,
+                retry_after=_retry_after,
+            )
+        except EnvdError as exc:
+            raise _mapped(exc, path) from exc
+
     def write(self, path: str, data: bytes) -> None:
         """Create or replace a file (parents created); repeating it gives the same file."""
+
+        def pieces() -> Iterator[bytes]:
+            # Sent a megabyte at a time with a declared length: the HTTP layer never joins
+            # the whole body into another copy.
+            view = memoryview(data)
+            for start in range(0, len(view), _UPLOAD_PIECE):
+                yield bytes(view[start : start + _UPLOAD_PIECE])
 
         def call() -> None:
             if self._octet_upload:
                 response = self._client.post(
                     f"/files?path={quote(path)}",
-                    content=data,
-                    headers=self._headers({"Content-Type": "application/octet-stream"}),
+                    content=pieces(),
+                    headers=self._headers(
+                        {
+                            "Content-Type": "application/octet-stream",
+                            "Content-Length": str(len(data)),
+                        }
+                    ),
                 )
             else:
                 response = self._client.post(

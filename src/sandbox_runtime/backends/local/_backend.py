@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from sandbox_runtime import _archive, _shell
+from sandbox_runtime import _archive, _shell, _transfer
 from sandbox_runtime.backend import (
     Availability,
     Backend,
@@ -480,6 +480,45 @@ class LocalBackend(Backend[LocalOptions]):
         with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
             archive.add(host, arcname=os.path.basename(host.rstrip("/")) or "root")
         return buffer.getvalue()
+
+    def copy_in(self, host: Path, path: str) -> None:
+        """Copy from the host directly, streaming.
+
+        A directory goes through a spooled tar, so that the escape checks of
+        ``_archive.extract`` apply to every member.
+        """
+        self._alive_or_raise()
+        if host.is_dir():
+            with tempfile.TemporaryFile() as spool:
+                _archive.write_directory(spool, host, path)
+                spool.seek(0)
+                _archive.extract(spool, Path(self._real_root))
+            return
+        if not host.is_file():
+            raise FileNotFoundError(f"no such file or directory on the host: {host}")
+        target = self._host_path(path)
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise SandboxIsADirectoryError(f"is a directory: {path}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.islink(target):
+            os.unlink(target)
+        mode = host.stat().st_mode & 0o7777
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        with host.open("rb") as source, os.fdopen(os.open(target, flags, mode), "wb") as sink:
+            shutil.copyfileobj(source, sink, 1 << 20)
+        os.chmod(target, mode)
+
+    def copy_out(self, path: str, host: Path) -> None:
+        """Copy to the host through a spooled tar (bounded memory, symlinks kept as links)."""
+        self._alive_or_raise()
+        source = self._resolved(path)
+        if not os.path.lexists(source):
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+        with tempfile.TemporaryFile() as spool:
+            with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as archive:
+                archive.add(source, arcname=os.path.basename(source.rstrip("/")) or "root")
+            spool.seek(0)
+            _transfer.unpack(spool, path, host)
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write directly on the host (no tar round trip), replacing a symlink at the path."""
