@@ -159,6 +159,33 @@ def test_namespace_isolation(tmp_path: Path) -> None:
         assert probe.exit_code != 0
 
 
+def test_namespace_root_is_one_mount_like_a_container(tmp_path: Path) -> None:
+    """Absolute paths are the sandbox's, and a mv between its top-level directories is a
+    rename (R2E-Gym's setup moves /r2e_tests to /root), also from a reattached client."""
+    require(bwrap_problem())
+    template = tmp_path / "template"
+    for directory in ("testbed", "r2e_tests", "root"):
+        (template / directory).mkdir(parents=True)
+    (template / "r2e_tests" / "test_x.py").write_text("def test_x(): pass\n")
+    (template / "testbed" / "run_tests.sh").write_text("echo ran\n")
+    config = _config(
+        tmp_path, image=str(template), workdir="/testbed", options={"isolation": "namespace"}
+    )
+    with SandboxRuntime(config) as sandbox:
+        moved = sandbox.exec("mv /r2e_tests /root/r2e_tests && mv run_tests.sh /root/")
+        assert moved.exit_code == 0, moved.output
+        assert sandbox.exec("bash /root/run_tests.sh && cd /testbed && pwd").stdout == (
+            "ran\n/testbed\n"
+        )
+        assert sandbox.read_text("/root/r2e_tests/test_x.py").startswith("def test_x")
+        assert not sandbox.exists("/r2e_tests")
+        # The host's directories are there, read-only, over empty stand-ins in the root.
+        assert sandbox.exec("test -x /usr/bin/env && ! touch /usr/x").exit_code == 0
+        assert not any((sandbox.backend.root / "usr").iterdir())  # type: ignore[attr-defined]
+        again = SandboxRuntime.connect("local", sandbox.id, options=config.options)
+        assert again.exec("ls /root").stdout.split() == ["r2e_tests", "run_tests.sh"]
+
+
 def test_reap_cleans_up_after_a_killed_client(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,7 @@ import pytest
 from sandbox_runtime.swe.dataset import load_rows
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.samples import sample_names
-from tests.conftest import DOCKER_IMAGE
+from tests.conftest import DOCKER_IMAGE, bwrap_problem, require
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -48,13 +48,14 @@ def sample_images(docker_image: str) -> list[str]:
     return [build_sample_image(name, base=DOCKER_IMAGE) for name in sample_names()]
 
 
-def _check_run(tmp_path: Path, backend: str, agent: str, expected: float) -> None:
+def _check_run(tmp_path: Path, backend: str, agent: str, expected: float, *options: str) -> None:
     report, traj = tmp_path / f"{agent}.json", tmp_path / f"{agent}.jsonl"
     done = _cli(
         tmp_path,
         "bundled",
         "--backend",
         backend,
+        *options,
         "--agent",
         agent,
         "-j",
@@ -93,6 +94,16 @@ def _check_run(tmp_path: Path, backend: str, agent: str, expected: float) -> Non
 @pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
 def test_bundled_tasks_on_local(tmp_path: Path, agent: str, expected: float) -> None:
     _check_run(tmp_path, "local", agent, expected)
+    assert _sandbox_dirs(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("agent", "expected"), [("oracle", 1.0), ("null", 0.0)])
+def test_bundled_tasks_on_local_namespaces(tmp_path: Path, agent: str, expected: float) -> None:
+    """R2E-Gym's setup moves /r2e_tests to /root: one rename inside the sandbox's root."""
+    require(bwrap_problem())
+    options = ("--backend-option", "isolation=namespace")
+    _check_run(tmp_path, "local", agent, expected, *options)
     assert _sandbox_dirs(tmp_path) == []
 
 

@@ -14,10 +14,12 @@ Two isolation levels, stated plainly:
 
 ``isolation="namespace"``
     Commands run under bubblewrap (``bwrap``) in new PID, IPC and UTS namespaces (and a new
-    network namespace with ``network=False``), with the host's directories read-only and
-    the sandbox's top-level directories bound over them, so ``/workspace`` and ``/tmp``
-    inside a command are the sandbox's.  Absolute paths then agree everywhere.  It is not
-    a container: the host's files stay readable and resource limits are not enforced.
+    network namespace with ``network=False``).  The sandbox directory is the command's
+    ``/``, one mount, so ``/testbed``, ``/root`` and ``/tmp`` are the sandbox's and a ``mv``
+    between them is a rename, as in a container; the host's top-level directories that the
+    sandbox does not have itself (``/usr``, ``/bin``, ...) are bound read-only over empty
+    stand-ins made at start.  Absolute paths then agree everywhere.  It is not a container:
+    the host's files stay readable and resource limits are not enforced.
 
 A sandbox ends at ``lifetime`` even if its client is killed: a detached watchdog process
 removes it then, and ``sandbox-runtime reap`` removes the sandboxes of dead owners sooner.
@@ -75,6 +77,9 @@ logger = logging.getLogger("sandbox_runtime.local")
 
 _MARKER_VAR = "SANDBOX_RUNTIME_ID"
 _META = "meta.json"
+# Namespace isolation: the host's top-level entries bound into the sandbox's root, decided
+# once at start (the stand-ins made for them then sit in the root like the sandbox's own).
+_HOST_ENTRIES = "host-entries.json"
 # Runs detached; after the lifetime it kills every process carrying the sandbox's marker
 # and removes the sandbox directory.  $1 seconds, $2 marker, $3 directory.
 _WATCHDOG = (
@@ -207,22 +212,42 @@ class _Bubblewrap:
         return ""
 
     @staticmethod
-    def argv(binary: str, root: Path, cwd: str, network: bool) -> list[str]:
+    def host_entries(root: Path) -> list[tuple[str, str | None]]:
+        """The host's top-level entries the sandbox lacks: ``(name, link target or None)``.
+
+        Makes an empty stand-in for each in ``root`` (a directory, or the same symlink), the
+        mount point of the read-only bind that shows the host's entry there.
+        """
         own = {entry.name for entry in os.scandir(root)}
-        args = [binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        if not network:
-            args.append("--unshare-net")
-        args += ["--dev", "/dev", "--proc", "/proc"]
+        entries: list[tuple[str, str | None]] = []
         for entry in sorted(os.scandir("/"), key=lambda e: e.name):
             if entry.name in own or entry.name in ("proc", "dev", "tmp"):
                 continue
             if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), entry.path]
-            else:
-                args += ["--ro-bind", entry.path, entry.path]
-        for name in sorted(own):
-            args += ["--bind", str(root / name), f"/{name}"]
-        args += ["--chdir", cwd, "--"]
+                target = os.readlink(entry.path)
+                os.symlink(target, root / entry.name)
+                entries.append((entry.name, target))
+            elif entry.is_dir():
+                (root / entry.name).mkdir()
+                entries.append((entry.name, None))
+        return entries
+
+    @staticmethod
+    def argv(
+        binary: str,
+        root: Path,
+        entries: list[tuple[str, str | None]],
+        cwd: str,
+        network: bool,
+    ) -> list[str]:
+        args = [binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        if not network:
+            args.append("--unshare-net")
+        args += ["--bind", str(root), "/"]
+        for name, target in entries:
+            if target is None:
+                args += ["--ro-bind", f"/{name}", f"/{name}"]
+        args += ["--dev", "/dev", "--proc", "/proc", "--chdir", cwd, "--"]
         return args
 
 
@@ -245,6 +270,7 @@ class LocalBackend(Backend[LocalOptions]):
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._stopped = False
         self._shell = shutil.which("bash") or "/bin/sh"
+        self._host_entries: list[tuple[str, str | None]] | None = None
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -307,6 +333,13 @@ class LocalBackend(Backend[LocalOptions]):
             tmp.chmod(0o1777)
             workdir = Path(self._host_path(self.config.workdir))
             workdir.mkdir(parents=True, exist_ok=True)
+            if self.options.isolation == "namespace":
+                for mount_point in ("dev", "proc"):
+                    (self._root / mount_point).mkdir(exist_ok=True)
+                self._host_entries = _Bubblewrap.host_entries(self._root)
+                (self._home / _HOST_ENTRIES).write_text(
+                    json.dumps(self._host_entries), encoding="utf-8"
+                )
             self._watchdog = subprocess.Popen(
                 [
                     "/bin/sh",
@@ -430,7 +463,11 @@ class LocalBackend(Backend[LocalOptions]):
         env = dict(os.environ) if self.options.inherit_env else {"PATH": os.defpath}
         if self.options.isolation == "namespace":
             argv = _Bubblewrap.argv(
-                self.options.bwrap_path, self._root, request.cwd, self.options.network
+                self.options.bwrap_path,
+                self._root,
+                self._namespace_entries(),
+                request.cwd,
+                self.options.network,
             )
             if not isinstance(request.command, str):
                 # bwrap reports a missing program as its own exit 1; sh reports 127 like a shell.
@@ -462,6 +499,18 @@ class LocalBackend(Backend[LocalOptions]):
             # An argument vector naming a missing program: report it as a shell would.
             message = f"{exc.filename or argv[0]}: command not found\n".encode()
             return ExecResult(command=request.display, exit_code=127, stderr_bytes=message)
+
+    def _namespace_entries(self) -> list[tuple[str, str | None]]:
+        """The host entries bound into this sandbox (read back when attached)."""
+        if self._host_entries is None:
+            try:
+                saved = json.loads((self._home / _HOST_ENTRIES).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise SandboxGoneError(
+                    f"local sandbox {self._id} was not started with namespace isolation ({exc})"
+                ) from None
+            self._host_entries = [(str(name), target) for name, target in saved]
+        return self._host_entries
 
     # -- files ---------------------------------------------------------------------------
 
