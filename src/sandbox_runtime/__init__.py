@@ -34,6 +34,7 @@ from sandbox_runtime.errors import (
     SandboxGoneError,
     SandboxIsADirectoryError,
     SandboxNotADirectoryError,
+    SandboxReadOnlyError,
     SandboxStartError,
     SandboxTimeoutError,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxIsADirectoryError",
     "SandboxNotADirectoryError",
+    "SandboxReadOnlyError",
     "SandboxRuntime",
     "SandboxStartError",
     "SandboxTimeoutError",

@@ -118,5 +118,9 @@ class PathEscapeError(SandboxError, PermissionError):
     """A path resolves outside the sandbox root (``..`` components or an escaping symlink)."""
 
 
+class SandboxReadOnlyError(SandboxError, PermissionError):
+    """A write to a part of the sandbox's filesystem that the backend shows read-only."""
+
+
 class BackendError(SandboxError):
     """The backend failed in a way that has no more specific error here; the cause is chained."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from sandbox_runtime import (
     ConfigError,
     PathEscapeError,
     SandboxConfig,
+    SandboxReadOnlyError,
     SandboxRuntime,
     SandboxStartError,
 )
@@ -184,6 +186,30 @@ def test_namespace_root_is_one_mount_like_a_container(tmp_path: Path) -> None:
         assert not any((sandbox.backend.root / "usr").iterdir())  # type: ignore[attr-defined]
         again = SandboxRuntime.connect("local", sandbox.id, options=config.options)
         assert again.exec("ls /root").stdout.split() == ["r2e_tests", "run_tests.sh"]
+
+
+def test_namespace_file_api_sees_what_commands_see(tmp_path: Path) -> None:
+    """Host directories bound read-only read as the host's and refuse writes, instead of a
+    write that the file API would see and commands would not (the AGS emulator once put
+    envd under /opt that way and could not start it)."""
+    require(bwrap_problem())
+    config = _config(tmp_path, workdir="/work", options={"isolation": "namespace"})
+    (tmp_path / "template-file").write_text("x")
+    with SandboxRuntime(config) as sandbox:
+        assert sandbox.read_text("/etc/passwd") == sandbox.exec("cat /etc/passwd").stdout
+        assert sandbox.exists("/usr/bin/env")
+        assert "bin" in {entry.name for entry in sandbox.list_dir("/usr")}
+        writes: list[Callable[[], object]] = [
+            lambda: sandbox.write_text("/opt/tool/x", "x"),
+            lambda: sandbox.make_dir("/opt/tool"),
+            lambda: sandbox.remove("/etc/passwd"),
+            lambda: sandbox.upload(tmp_path / "template-file", "/usr/x"),
+        ]
+        for write in writes:
+            with pytest.raises(SandboxReadOnlyError, match="read-only"):
+                write()
+        sandbox.write_text("/tmp/tool/x", "own")
+        assert sandbox.exec("cat /tmp/tool/x").stdout == "own"
 
 
 def test_reap_cleans_up_after_a_killed_client(

@@ -64,6 +64,7 @@ from sandbox_runtime.errors import (
     SandboxGoneError,
     SandboxIsADirectoryError,
     SandboxNotADirectoryError,
+    SandboxReadOnlyError,
     SandboxStartError,
 )
 from sandbox_runtime.ownership import make_labels, why_reapable
@@ -440,12 +441,60 @@ class LocalBackend(Backend[LocalOptions]):
         return os.path.join(parent, parts[-1])
 
     def _resolved(self, sandbox_path: str) -> str:
-        """Like :meth:`_host_path`, following a final symlink too (for reads)."""
-        host = self._host_path(sandbox_path)
-        real = os.path.realpath(host)
+        """Like :meth:`_seen_path`, following a final symlink too (for reads)."""
+        inside = self._host_path(sandbox_path)
+        if self._bound_entry(inside) is not None:
+            return os.path.realpath(self._seen_path(sandbox_path))
+        real = os.path.realpath(inside)
         if not _inside(self._real_root, real):
             raise PathEscapeError(f"path leaves the sandbox through a symlink: {sandbox_path!r}")
         return real
+
+    def _bound_entry(self, host: str) -> str | None:
+        """The host's top-level directory that ``host`` (a path under the root) shows, if any.
+
+        Under namespace isolation the host's directories the sandbox lacks are bound
+        read-only over stand-ins in the root, so what commands see there is the host's.
+        """
+        if self.options.isolation != "namespace" or not _inside(self._real_root, host):
+            return None
+        top = os.path.relpath(host, self._real_root).split(os.sep, 1)[0]
+        bound = {name for name, target in self._namespace_entries() if target is None}
+        return top if top in bound else None
+
+    def _seen_path(self, sandbox_path: str) -> str:
+        """Where the file commands see at ``sandbox_path`` lives on the host (for reads)."""
+        host = self._host_path(sandbox_path)
+        top = self._bound_entry(host)
+        if top is None:
+            return host
+        return os.path.join("/", os.path.relpath(host, self._real_root))
+
+    def _writable_path(self, sandbox_path: str) -> str:
+        """:meth:`_host_path`, refusing paths commands would see as the host's, read-only.
+
+        Written into the stand-in, such a file would exist for the file API and not for
+        commands; refusing says so instead.
+        """
+        host = self._host_path(sandbox_path)
+        top = self._bound_entry(host)
+        if top is not None:
+            raise SandboxReadOnlyError(
+                f"{sandbox_path}: /{top} is the host's, bound read-only into this local sandbox "
+                f"(namespace isolation); write under a directory the sandbox owns (such as "
+                f"{self.config.workdir} or /tmp), or start from a template directory that "
+                f"has /{top}"
+            )
+        return host
+
+    def _check_archive_writable(self, data: bytes) -> None:
+        """Refuse an archive with a member under a read-only host directory (namespace)."""
+        if self.options.isolation != "namespace":
+            return
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+            tops = {posixpath.normpath(name).split("/", 1)[0] for name in archive.getnames()}
+        for top in sorted(tops - {".", ""}):
+            self._writable_path(f"/{top}/.")
 
     # -- commands ------------------------------------------------------------------------
 
@@ -517,6 +566,7 @@ class LocalBackend(Backend[LocalOptions]):
     def put_archive(self, data: bytes) -> None:
         """Extract into the root; members escaping it are refused (see ``_archive.extract``)."""
         self._alive_or_raise()
+        self._check_archive_writable(data)
         _archive.extract(data, Path(self._real_root))
 
     def get_archive(self, path: str) -> bytes:
@@ -537,6 +587,7 @@ class LocalBackend(Backend[LocalOptions]):
         ``_archive.extract`` apply to every member.
         """
         self._alive_or_raise()
+        self._writable_path(path)
         if host.is_dir():
             with tempfile.TemporaryFile() as spool:
                 _archive.write_directory(spool, host, path)
@@ -545,7 +596,7 @@ class LocalBackend(Backend[LocalOptions]):
             return
         if not host.is_file():
             raise FileNotFoundError(f"no such file or directory on the host: {host}")
-        target = self._host_path(path)
+        target = self._writable_path(path)
         if os.path.isdir(target) and not os.path.islink(target):
             raise SandboxIsADirectoryError(f"is a directory: {path}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -572,7 +623,7 @@ class LocalBackend(Backend[LocalOptions]):
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write directly on the host (no tar round trip), replacing a symlink at the path."""
         self._alive_or_raise()
-        host = self._host_path(path)
+        host = self._writable_path(path)
         if os.path.isdir(host) and not os.path.islink(host):
             raise SandboxIsADirectoryError(f"is a directory: {path}")
         os.makedirs(os.path.dirname(host), exist_ok=True)
@@ -598,12 +649,12 @@ class LocalBackend(Backend[LocalOptions]):
     def exists(self, path: str) -> bool:
         """Checked on the host, without a process."""
         self._alive_or_raise()
-        return os.path.lexists(self._host_path(path))
+        return os.path.lexists(self._seen_path(path))
 
     def stat(self, path: str) -> FileInfo:
         """``lstat`` on the host, without a process."""
         self._alive_or_raise()
-        host = self._host_path(path)
+        host = self._seen_path(path)
         try:
             info = os.lstat(host)
         except FileNotFoundError as exc:
@@ -613,7 +664,7 @@ class LocalBackend(Backend[LocalOptions]):
     def list_dir(self, path: str) -> list[FileInfo]:
         """``os.scandir`` of the directory (a symlink to one is not followed)."""
         self._alive_or_raise()
-        host = self._host_path(path)
+        host = self._seen_path(path)
         if not os.path.lexists(host):
             raise SandboxFileNotFoundError(f"no such file or directory: {path}")
         if os.path.islink(host) or not os.path.isdir(host):
@@ -630,7 +681,7 @@ class LocalBackend(Backend[LocalOptions]):
     def make_dir(self, path: str) -> None:
         """``os.makedirs`` inside the root."""
         self._alive_or_raise()
-        host = self._host_path(path)
+        host = self._writable_path(path)
         if os.path.lexists(host) and (os.path.islink(host) or not os.path.isdir(host)):
             raise SandboxNotADirectoryError(f"not a directory: {path}")
         os.makedirs(host, exist_ok=True)
@@ -638,7 +689,7 @@ class LocalBackend(Backend[LocalOptions]):
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Unlink, or remove the tree with ``recursive``; never follows a symlink."""
         self._alive_or_raise()
-        host = self._host_path(path)
+        host = self._writable_path(path)
         if not os.path.lexists(host):
             return
         if os.path.isdir(host) and not os.path.islink(host):

@@ -39,8 +39,10 @@ __all__ = ["InstanceRunner", "RunnerSettings"]
 logger = logging.getLogger("sandbox_runtime.emulators.ags")
 
 ENVD_PACKAGE = "srt_envd"
-ENVD_HOME = "/opt/sandbox-runtime-envd"
-ENVD_STATE = "/run/sandbox-runtime-envd"
+# envd's package and state sit under /tmp, which every backend gives the sandbox as its own
+# (a local sandbox with namespace isolation shows the host's /opt and /run read-only).
+ENVD_HOME = "/tmp/.sandbox-runtime-envd"
+ENVD_STATE = "/tmp/.sandbox-runtime-envd/state"
 WORKDIR = "/home/user"
 # Variables the local backend sets for its processes; envd must hand them on, or the
 # backend could not find (and kill) the commands envd starts.
