@@ -22,7 +22,10 @@ def test_toolbox_editor_and_bash(bundled_tasks: list[Task]) -> None:
                 {"command": "view", "path": "versionkit/version.py", "view_range": [1, 2]},
             )
         )
-        assert view.output.splitlines()[0].endswith(
+        header, first, *rest = view.output.splitlines()
+        assert header == "Here's the result of running `cat -n` on versionkit/version.py:"
+        assert len(rest) == 1
+        assert first.endswith(
             '"""MAJOR.MINOR.PATCH versions that compare the way people expect."""'
         )
         dup = tools.run(

@@ -85,6 +85,7 @@ def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks: list[Task], c
     assert {t["function"]["name"] for t in first["tools"]} == {
         "bash",
         "str_replace_editor",
+        "search",
         "submit",
     }
     assert "split_row drops the last field" in first["messages"][1]["content"]

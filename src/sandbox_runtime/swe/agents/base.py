@@ -7,7 +7,8 @@ it from the sandbox (``SandboxRuntime.diff``) after the agent returns, so every 
 graded on what it actually left in the repository.
 
 For step-wise loops (RL trainers such as rLLM drive the model themselves) use
-:class:`~sandbox_runtime.swe.env.SWEEnv`, which exposes the same tools one step at a time.
+:class:`~sandbox_runtime.integrations.rllm.SWEEnv`, which exposes the same tools one step at a
+time.
 """
 
 from __future__ import annotations

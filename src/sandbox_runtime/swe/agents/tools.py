@@ -1,14 +1,17 @@
-"""The tool set agents act with: bash, a file editor, and submit.
+"""The tool set agents act with: bash, a file editor, search, and submit.
 
 One implementation serves the LLM agent (the schemas below are OpenAI function tools), the
 scripted agent (a script is a list of these calls) and step-wise RL loops
-(:class:`~sandbox_runtime.swe.env.SWEEnv`), so a trajectory recorded by one replays in the
-others.  The tools are R2E-Gym's and SWE-agent's familiar ones, reduced to what editing a
-repository needs:
+(:class:`~sandbox_runtime.integrations.rllm.SWEEnv`), so a trajectory recorded by one replays
+in the others.  The tools are the ones R2E-Gym's and SWE-agent's prompts advertise:
 
 * ``bash(command)``: run a shell command in the repository (per-step timeout);
-* ``str_replace_editor(command, path, ...)`` with ``view`` (file with line numbers, or a
-  directory listing), ``create``, ``str_replace`` (exactly one occurrence) and ``insert``;
+* ``str_replace_editor(command, path, ...)`` with ``view`` (a file with line numbers, a
+  ``view_range``, or a directory two levels deep), ``create`` (new files only),
+  ``str_replace`` (exactly one occurrence), ``insert`` (after ``insert_line``) and
+  ``undo_edit`` (back to before the last edit of that file by this tool box);
+* ``search(search_term, path)``: which files under a directory hold a string, and how often,
+  or the matching lines of one file;
 * ``submit()``: declare the work done.
 
 Paths are absolute sandbox paths or relative to the repository.  Everything runs through
@@ -46,17 +49,18 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "function": {
             "name": "str_replace_editor",
             "description": (
-                "View, create and edit files. view: show a file with line numbers (or list a "
-                "directory); create: write file_text to path; str_replace: replace old_str, "
-                "which must occur exactly once, by new_str; insert: insert new_str after line "
-                "insert_line."
+                "View, create and edit files. view: show a file with line numbers (view_range "
+                "[start, end] for a part, end -1 for the rest) or list a directory; create: "
+                "write file_text to a new path; str_replace: replace old_str, which must occur "
+                "exactly once, by new_str; insert: insert new_str after line insert_line; "
+                "undo_edit: revert the last edit of path."
             ),
             "parameters": {
                 "type": "object",
                 "properties": {
                     "command": {
                         "type": "string",
-                        "enum": ["view", "create", "str_replace", "insert"],
+                        "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
                     },
                     "path": {"type": "string"},
                     "file_text": {"type": "string"},
@@ -66,6 +70,24 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                     "view_range": {"type": "array", "items": {"type": "integer"}},
                 },
                 "required": ["command", "path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": (
+                "Search for a string: under a directory, the files holding it and how often; "
+                "in a file, the matching lines with their numbers."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "search_term": {"type": "string"},
+                    "path": {"type": "string", "description": "Default: the repository."},
+                },
+                "required": ["search_term"],
             },
         },
     },
@@ -109,6 +131,10 @@ class Observation:
     duration: float = 0.0
     done: bool = False
     error: bool = False
+    timed_out: bool = False
+    stdout: str = ""
+    """A command's standard output alone (``bash``), for frames that show it apart."""
+    stderr: str = ""
 
 
 class ToolBox:
@@ -120,6 +146,7 @@ class ToolBox:
         self.sandbox = sandbox
         self.timeout = timeout
         self.max_output_chars = max_output_chars
+        self._history: dict[str, list[str]] = {}
 
     def run(self, call: ToolCall) -> Observation:
         """Run one call; errors become an observation the agent can read, never a raise.
@@ -134,6 +161,10 @@ class ToolBox:
                 observation = self._bash(str(call.arguments.get("command", "")))
             elif call.name == "str_replace_editor":
                 observation = self._editor(call.arguments)
+            elif call.name == "search":
+                observation = self._search(
+                    str(call.arguments["search_term"]), str(call.arguments.get("path") or ".")
+                )
             elif call.name == "submit":
                 observation = Observation("submitted", done=True)
             else:
@@ -160,7 +191,14 @@ class ToolBox:
         output = result.output
         if result.timed_out:
             output += f"\n[command timed out after {self.timeout:g}s]"
-        return Observation(output, exit_code=result.exit_code, error=not result.ok)
+        return Observation(
+            output,
+            exit_code=result.exit_code,
+            error=not result.ok,
+            timed_out=result.timed_out,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        )
 
     def _editor(self, args: dict[str, Any]) -> Observation:
         command = args["command"]
@@ -168,19 +206,30 @@ class ToolBox:
         if command == "view":
             return self._view(path, args.get("view_range"))
         if command == "create":
+            if self.sandbox.exists(path):
+                return Observation(
+                    f"error: {path} already exists; create makes new files only (use "
+                    "str_replace or insert to change it)",
+                    error=True,
+                )
             self.sandbox.write_text(path, str(args["file_text"]))
-            return Observation(f"created {path}")
+            self._history.setdefault(path, [])
+            return Observation(f"File created at {path}.")
+        if command == "undo_edit":
+            return self._undo(path)
         text = self._read(path)
         if text is None:
             return Observation(f"error: no such file: {path}", error=True)
         if command == "str_replace":
-            old, new = str(args["old_str"]), str(args.get("new_str", ""))
+            old, new = str(args["old_str"]), str(args.get("new_str") or "")
             count = text.count(old) if old else 0
             if count != 1:
                 where = "does not occur" if count == 0 else f"occurs {count} times"
                 return Observation(f"error: old_str {where} in {path}", error=True)
-            self.sandbox.write_text(path, text.replace(old, new, 1))
-            return Observation(f"edited {path}")
+            first_line = text[: text.index(old)].count("\n") + 1
+            edited = text.replace(old, new, 1)
+            self._write(path, text, edited)
+            return self._edited(path, edited, first_line, first_line + new.count("\n"))
         if command == "insert":
             lines = text.splitlines(keepends=True)
             at = int(args["insert_line"])
@@ -189,10 +238,38 @@ class ToolBox:
                     f"error: insert_line {at} is outside 0..{len(lines)}", error=True
                 )
             new = str(args["new_str"])
+            if lines and not lines[-1].endswith("\n") and at == len(lines):
+                lines[-1] += "\n"
             lines.insert(at, new if new.endswith("\n") else new + "\n")
-            self.sandbox.write_text(path, "".join(lines))
-            return Observation(f"inserted {len(new.splitlines())} line(s) into {path}")
+            edited = "".join(lines)
+            self._write(path, text, edited)
+            return self._edited(path, edited, at + 1, at + new.count("\n") + 1)
         return Observation(f"error: unknown editor command {command!r}", error=True)
+
+    def _write(self, path: str, before: str, after: str) -> None:
+        self.sandbox.write_text(path, after)
+        self._history.setdefault(path, []).append(before)
+
+    def _undo(self, path: str) -> Observation:
+        edits = self._history.get(path)
+        if not edits:
+            return Observation(f"error: no edit of {path} to undo", error=True)
+        previous = edits.pop()
+        self.sandbox.write_text(path, previous)
+        listing = _numbered(previous.splitlines(), 1)
+        return Observation(f"Last edit to {path} undone. {path} is now:\n{listing}")
+
+    @staticmethod
+    def _edited(path: str, text: str, first: int, last: int) -> Observation:
+        """What an edit returns: the changed lines with some context, numbered."""
+        lines = text.splitlines()
+        start = max(1, first - _SNIPPET_CONTEXT)
+        end = min(len(lines), last + _SNIPPET_CONTEXT)
+        snippet = _numbered(lines[start - 1 : end], start)
+        return Observation(
+            f"The file {path} has been edited. Lines {start}-{end} are now:\n{snippet}\n"
+            "Check that the change is what you meant; edit again if not."
+        )
 
     def _read(self, path: str) -> str | None:
         try:
@@ -213,11 +290,61 @@ class ToolBox:
             )
             if not listing.ok or not listing.stdout.strip():
                 return Observation(f"error: no such file or directory: {path}", error=True)
-            return Observation(listing.stdout)
+            return Observation(
+                f"Files and directories up to 2 levels deep in {path}, hidden ones left out:\n"
+                + listing.stdout
+            )
         lines = text.splitlines()
         start, end = 1, len(lines)
-        if isinstance(view_range, list) and len(view_range) == 2:
-            start = max(1, int(view_range[0]))
-            end = len(lines) if int(view_range[1]) == -1 else min(len(lines), int(view_range[1]))
-        numbered = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
-        return Observation(numbered)
+        if view_range is not None:
+            if not (isinstance(view_range, list) and len(view_range) == 2):
+                return Observation("error: view_range must be [start, end]", error=True)
+            start, end = int(view_range[0]), int(view_range[1])
+            end = len(lines) if end == -1 else end
+            if not 1 <= start <= max(1, len(lines)) or not start <= end <= len(lines):
+                return Observation(
+                    f"error: view_range {view_range} is outside the file's lines "
+                    f"1..{len(lines)} (end -1 means the last line)",
+                    error=True,
+                )
+        body = _numbered(lines[start - 1 : end], start)
+        return Observation(f"Here's the result of running `cat -n` on {path}:\n{body}")
+
+    def _search(self, term: str, path: str) -> Observation:
+        if not term:
+            return Observation("error: empty search_term", error=True)
+        quoted, where = shlex.quote(term), shlex.quote(path)
+        # The first line says which kind of path it was; then grep's own output.
+        script = (
+            f"if [ -d {where} ]; then echo dir; grep -rIcF --exclude-dir='.?*' -- {quoted} "
+            f"{where} | grep -v ':0$'; elif [ -f {where} ]; then echo file; grep -nF -- "
+            f"{quoted} {where}; else echo 'no such file or directory: {path}' >&2; exit 2; fi"
+        )
+        result = self.sandbox.exec(script, timeout=self.timeout)
+        if result.exit_code == 2 or result.timed_out:
+            return Observation(f"error: {result.output.strip()}", error=True)
+        kind, _, rest = result.stdout.partition("\n")
+        found = rest.splitlines()
+        if not found:
+            return Observation(f'No matches for "{term}" in {path}.')
+        if kind == "file":
+            return Observation(f'Matches for "{term}" in {path}:\n' + rest.rstrip())
+        counts = [line.rpartition(":") for line in found]
+        if len(counts) > _SEARCH_MAX_FILES:
+            return Observation(
+                f'"{term}" occurs in {len(counts)} files under {path}: too many to list; '
+                "search a narrower directory or a more specific term.",
+            )
+        total = sum(int(count) for _, _, count in counts)
+        listing = "\n".join(f"{name} ({count} matches)" for name, _, count in counts)
+        return Observation(
+            f'{total} matches for "{term}" in {len(counts)} files under {path}:\n{listing}'
+        )
+
+
+_SNIPPET_CONTEXT = 4
+_SEARCH_MAX_FILES = 100
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start=first))

@@ -1,0 +1,236 @@
+"""``SWEEnv``: rLLM's SWE environment, on any backend, with R2E-Gym's tools and observations.
+
+rLLM trains SWE agents (DeepSWE) through an environment with ``reset() -> (observation,
+info)``, ``step(action) -> (observation, reward, done, info)``, ``compute_final_reward()``,
+``close()`` and ``from_dict(extra_info)``.  rLLM's own ``SWEEnv`` reaches sandboxes through
+R2E-Gym's ``RepoEnv``, which knows Docker and Kubernetes; this one opens the sandbox on
+whichever backend is named (``+rllm.env.env_args.backend=ags`` in a Hydra override) and
+otherwise behaves the same, so rollouts are the ones R2E-Gym and DeepSWE produce:
+
+* ``reset`` opens a fresh sandbox, readies it as the task's benchmark does, and returns the
+  issue as R2E-Gym returns it (the text inside ``[ISSUE]...[/ISSUE]``; rLLM's SWE agent puts
+  its own prompt around it).
+* ``step`` takes an action in R2E-Gym's ``<function=...>`` text (or a tool call), runs
+  R2E-Gym's tools (``execute_bash``, ``file_editor`` with ``view``/``create``/``str_replace``/
+  ``insert``/``undo_edit``, ``search``, ``finish``; SWE-agent's names too) and returns the
+  output framed as R2E-Gym's ``Observation`` frames it (``Exit code: ...`` and ``Execution
+  output of [...]:``).  An action that calls no tool gets an empty observation, as in rLLM.
+  Commands starting with ``git``, ``ipython``, ``jupyter`` or ``nohup`` are refused, as
+  R2E-Gym's ``execute_bash`` refuses them (``blocked_commands`` changes the list).
+* ``compute_final_reward`` grades the sandbox by the task's own tests: 1.0 or 0.0 when the
+  tests decide, :class:`~sandbox_runtime.swe.grading.GradingError` when they could not
+  (sandbox gone, backend error, harness timeout), never a 0 they did not give.  A sandbox
+  that dies under ``step`` raises :class:`~sandbox_runtime.SandboxGoneError` the same way.
+* ``from_dict`` takes a verl row's ``extra_info`` (as written by ``sandbox-runtime tasks
+  rllm``, or any R2E-Gym / SWE-bench / SWE-smith / JSONL row) merged with rLLM's
+  ``env_args``; the settings below are taken out, rLLM's other keys are ignored.
+
+When rLLM is installed, :class:`SWEEnv` subclasses its ``BaseEnv``; without it the class has
+the same methods, so nothing here needs rLLM to run or to be tested.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe.agents.r2e_protocol import (
+    BLOCKED_COMMANDS,
+    blocked_command,
+    frame,
+    parse_action,
+    tool_name,
+)
+from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.parquet import issue_text
+from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.rows import parse_row
+from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.task import Task
+
+if TYPE_CHECKING:
+    _EnvBase = object
+else:
+    try:  # rLLM's base class where rLLM is installed, so isinstance checks there pass
+        from rllm.environments.base.base_env import BaseEnv as _EnvBase
+    except ImportError:
+        _EnvBase = object
+
+__all__ = ["SETTINGS", "SWEEnv"]
+
+#: ``from_dict`` keys that configure the environment rather than describe the task.
+SETTINGS = (
+    "backend",
+    "backend_options",
+    "step_timeout",
+    "reward_timeout",
+    "base_image",
+    "max_output_chars",
+    "blocked_commands",
+)
+#: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
+_RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(item) for item in value]
+    return value
+
+
+class SWEEnv(_EnvBase):
+    """One SWE task as an RL environment: a fresh sandbox per episode, tools as actions."""
+
+    def __init__(
+        self,
+        entry: Mapping[str, Any] | Task,
+        *,
+        backend: str = "local",
+        backend_options: Mapping[str, Any] | None = None,
+        step_timeout: float = 90.0,
+        reward_timeout: float = DEFAULT_TEST_TIMEOUT,
+        base_image: str | None = None,
+        max_output_chars: int = 16000,
+        blocked_commands: Sequence[str] = BLOCKED_COMMANDS,
+    ) -> None:
+        self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
+        self.options = RunOptions(
+            backend=backend,
+            step_timeout=step_timeout,
+            test_timeout=reward_timeout,
+            base_image=base_image,
+            backend_options=dict(backend_options or {}),
+        )
+        self.max_output_chars = max_output_chars
+        self.blocked_commands = tuple(blocked_commands)
+        self.sandbox: SandboxRuntime | None = None
+        self.tools: ToolBox | None = None
+        self.total_steps = 0
+        self.last_grade: GradeResult | None = None
+        self._idx: Any = None
+        self._lock = threading.Lock()
+
+    # rLLM's batch index, kept here too so the class behaves the same without rLLM.
+    @property
+    def idx(self) -> Any:
+        return self._idx
+
+    @idx.setter
+    def idx(self, value: Any) -> None:
+        self._idx = value
+
+    def reset(self) -> tuple[str, dict[str, Any]]:
+        """Open a fresh sandbox for the task; returns the issue and the task's identity."""
+        with self._lock:
+            self._close_sandbox()
+            sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
+            try:
+                sandbox.start()
+                prepare(self.task, sandbox)
+                sandbox.base_commit(refresh=True)
+            except BaseException:
+                sandbox.close()
+                raise
+            self.sandbox = sandbox
+            self.tools = ToolBox(
+                sandbox,
+                timeout=self.options.step_timeout,
+                max_output_chars=self.max_output_chars,
+            )
+            self.total_steps = 0
+            self.last_grade = None
+        return issue_text(self.task), {"task_id": self.task.task_id, "sandbox_id": sandbox.id}
+
+    def step(
+        self, action: str | ToolCall | Mapping[str, Any]
+    ) -> tuple[str, float, bool, dict[str, Any]]:
+        """Run one action; the reward of a step is 0 and ``done`` is set by finish/submit."""
+        tools = self._require_tools()
+        call = parse_action(action)
+        self.total_steps += 1
+        if call is None:
+            return "", 0.0, False, {"tool": None}
+        name = tool_name(call.name)
+        refused = blocked_command(str(call.arguments.get("command", "")), self.blocked_commands)
+        if name == "bash" and refused:
+            observation = Observation(
+                f"The command {refused!r} is not available here; use another command or tool.",
+                exit_code=1,
+                error=True,
+            )
+        else:
+            observation = tools.run(ToolCall(name, call.arguments, call.id))
+        info = {
+            "tool": name,
+            "exit_code": observation.exit_code,
+            "error": observation.error,
+            "duration": observation.duration,
+        }
+        text = frame(call.name, observation, timeout=self.options.step_timeout)
+        return text, 0.0, observation.done, info
+
+    def compute_final_reward(self) -> float:
+        """Grade the sandbox's current state by the task's own tests (1.0 or 0.0).
+
+        Raises :class:`~sandbox_runtime.swe.grading.GradingError` when the tests gave no
+        verdict (sandbox gone, backend error, harness timeout): never a 0 they did not give.
+        """
+        self.last_grade = grade(
+            self.task, self._require_sandbox(), timeout=self.options.test_timeout
+        )
+        return self.last_grade.reward_or_raise()
+
+    def patch(self) -> str:
+        """The episode's changes to the repository, as a diff against the task's base."""
+        return self._require_sandbox().diff()
+
+    def close(self) -> None:
+        """Remove the sandbox; harmless to call twice."""
+        with self._lock:
+            self._close_sandbox()
+
+    @staticmethod
+    def from_dict(extra_info: Mapping[str, Any] | str) -> SWEEnv:
+        """From a verl row's ``extra_info`` (merged with rLLM's ``env_args``)."""
+        info = json.loads(extra_info) if isinstance(extra_info, str) else dict(extra_info)
+        # Hydra hands env_args over as OmegaConf containers: plain values from here on.
+        settings = {key: _plain(info.pop(key)) for key in SETTINGS if key in info}
+        for key in _RLLM_SETTINGS:
+            info.pop(key, None)
+        return SWEEnv(info, **settings)
+
+    @staticmethod
+    def is_multithread_safe() -> bool:
+        """Each env owns its sandbox and the runtime is thread-safe: rLLM may use threads."""
+        return True
+
+    def __enter__(self) -> SWEEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self.sandbox.id if self.sandbox is not None else "no sandbox"
+        return f"SWEEnv(task={self.task.task_id!r}, backend={self.options.backend!r}, {state})"
+
+    def _require_sandbox(self) -> SandboxRuntime:
+        if self.sandbox is None:
+            raise RuntimeError("call reset() first: the environment has no sandbox yet")
+        return self.sandbox
+
+    def _require_tools(self) -> ToolBox:
+        self._require_sandbox()
+        assert self.tools is not None
+        return self.tools
+
+    def _close_sandbox(self) -> None:
+        if self.sandbox is not None:
+            sandbox, self.sandbox, self.tools = self.sandbox, None, None
+            sandbox.close()
