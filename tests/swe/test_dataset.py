@@ -4,7 +4,6 @@ import json
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from sandbox_runtime.swe import Task, read_rows
@@ -14,7 +13,6 @@ from sandbox_runtime.swe.dataset import (
     read_source,
     select_tasks,
     write_jsonl,
-    write_rllm_parquet,
 )
 from tests.conftest import require
 from tests.swe import rows_fixtures as fx
@@ -46,33 +44,6 @@ def test_bad_sources_raise_dataset_errors(tmp_path: Path) -> None:
     assert "bad.jsonl:2: not valid JSON" in found.errors[0]
     with pytest.raises(DatasetError, match="unknown sample row shape"):
         load_rows("bundled:nope")
-
-
-def test_rllm_parquet_pair_has_the_registry_schema(tmp_path: Path) -> None:
-    rows = load_rows("bundled:r2e")
-    plain, verl = write_rllm_parquet(rows, tmp_path / "swe_bundled", split="train")
-    assert (plain.name, verl.name) == ("train.parquet", "train_verl.parquet")
-    table = pq.read_table(plain)
-    assert set(table.column_names) == set(rows[0])
-    assert table.to_pylist() == rows
-    verl_table = pq.read_table(verl)
-    assert verl_table.column_names == ["prompt", "reward_model", "extra_info"]
-    import pandas as pd
-
-    frame = pd.read_parquet(verl)  # what rLLM's Dataset.load_data does
-    first = frame.iloc[0]
-    assert list(first["prompt"]) == [{"role": "user", "content": "placeholder"}]
-    assert first["reward_model"] == {"style": "rule", "ground_truth": None}
-    assert first["extra_info"]["docker_image"] == rows[0]["docker_image"]
-    # extra_info holds the original row, so the task reads back from it unchanged.
-    back = [dict(r["extra_info"]) for r in verl_table.to_pylist()]
-    assert [t.task_id for t in read_rows(back).tasks] == [t.task_id for t in read_rows(rows).tasks]
-
-
-def test_parquet_files_load_as_sources(tmp_path: Path) -> None:
-    rows = load_rows("bundled:swebench")
-    plain, _ = write_rllm_parquet(rows, tmp_path)
-    assert load_rows(str(plain)) == rows
 
 
 def test_select_sort_truncate(bundled_tasks: list[Task]) -> None:

@@ -113,10 +113,36 @@ def register(subparsers: Any) -> None:
     convert.add_argument("--sort-by-image", action="store_true")
     convert.add_argument("--limit", type=positive_int)
     convert.set_defaults(handler=_tasks_convert)
-    rllm = sub.add_parser("rllm", help="write rLLM's <split>.parquet and <split>_verl.parquet")
+    rllm = sub.add_parser(
+        "rllm",
+        help="write rLLM's <split>.parquet and <split>_verl.parquet (verl-ready)",
+        description=(
+            "Write a source's good rows as rLLM's parquet pair: every row format this "
+            "library reads, mixed files included, reads back through SWEEnv.from_dict, "
+            "compute_score and run."
+        ),
+    )
     rllm.add_argument("source")
-    rllm.add_argument("--out", type=Path, required=True, help="directory (rLLM's <name> dir)")
+    where_to = rllm.add_mutually_exclusive_group(required=True)
+    where_to.add_argument("--out", type=Path, help="directory (plays rLLM's <name> dir)")
+    where_to.add_argument(
+        "--register",
+        metavar="NAME",
+        help="register as rLLM dataset NAME in rLLM's DatasetRegistry (needs rLLM)",
+    )
     rllm.add_argument("--split", default="train", help="split name of the written files")
+    rllm.add_argument(
+        "--prompt",
+        choices=["agent", "patch"],
+        default="agent",
+        help="agent: rLLM's placeholder (its agent writes the prompt); patch: the issue as "
+        "chat messages, for single-turn patch RL with compute_score (default: agent)",
+    )
+    rllm.add_argument(
+        "--data-source",
+        metavar="NAME",
+        help="verl's data_source column (default: sandbox-runtime/<format>)",
+    )
     rllm.add_argument("--sort-by-image", action="store_true")
     rllm.add_argument("--limit", type=positive_int)
     rllm.set_defaults(handler=_tasks_rllm)
@@ -272,11 +298,12 @@ def _tasks_list(args: argparse.Namespace) -> int:
 
 def _tasks_convert(args: argparse.Namespace) -> int:
     from sandbox_runtime.swe.dataset import select_tasks, write_jsonl
+    from sandbox_runtime.swe.parquet import written_rows
 
     loaded = load_tasks([args.source], None, args.split)
     errors = loaded.problems
     tasks = select_tasks(loaded.tasks, sort_by_image=args.sort_by_image, limit=args.limit)
-    count = write_jsonl((task.source for task in tasks), args.out)
+    count = write_jsonl(written_rows(tasks)[0], args.out)
     for error in errors:
         print(f"bad row: {error}", file=sys.stderr)
     print(f"wrote {count} row(s) to {args.out}", file=sys.stderr)
@@ -284,12 +311,23 @@ def _tasks_convert(args: argparse.Namespace) -> int:
 
 
 def _tasks_rllm(args: argparse.Namespace) -> int:
-    from sandbox_runtime.swe.dataset import select_tasks, write_rllm_parquet
+    from sandbox_runtime.swe.dataset import select_tasks
+    from sandbox_runtime.swe.parquet import PromptMode, write_rllm_parquet
 
     loaded = load_tasks([args.source], None, "train")
     errors = loaded.problems
     tasks = select_tasks(loaded.tasks, sort_by_image=args.sort_by_image, limit=args.limit)
-    plain, verl = write_rllm_parquet([t.source for t in tasks], args.out, split=args.split)
+    prompt = PromptMode(args.prompt)
+    if args.register:
+        from sandbox_runtime.integrations.rllm import register_tasks
+
+        plain, verl = register_tasks(
+            args.register, tasks, split=args.split, data_source=args.data_source, prompt=prompt
+        )
+    else:
+        plain, verl = write_rllm_parquet(
+            tasks, args.out, split=args.split, data_source=args.data_source, prompt=prompt
+        )
     for error in errors:
         print(f"bad row: {error}", file=sys.stderr)
     print(f"wrote {len(tasks)} row(s) to {plain} and {verl}", file=sys.stderr)

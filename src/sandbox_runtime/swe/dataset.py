@@ -9,12 +9,8 @@ Sources (:func:`load_rows`):
   through ``datasets`` (``pip install 'sandbox-runtime[datasets]'``).  Without the package,
   or without network access to the hub, :class:`DatasetError` says which.
 
-:func:`write_rllm_parquet` writes what rLLM's ``DatasetRegistry.register_dataset`` writes
-(``rllm/data/dataset.py``): ``<split>.parquet`` with the rows as they are, and
-``<split>_verl.parquet`` with ``prompt`` (``[{"role": "user", "content": "placeholder"}]``),
-``reward_model`` (``{"style": "rule", "ground_truth": None}``) and ``extra_info`` (the row).
-rLLM's SWE environment reads its task from ``extra_info``, so the rows must be the original
-ones (R2E-Gym or SWE-bench shaped), which is what :attr:`Task.source` keeps.
+Rows stored by :func:`~sandbox_runtime.swe.parquet.write_rllm_parquet` read back as the rows
+they were (a ``_verl`` file's rows come from its ``extra_info``).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ __all__ = [
     "read_source",
     "select_tasks",
     "write_jsonl",
-    "write_rllm_parquet",
 ]
 
 Row = dict[str, Any]
@@ -108,6 +103,8 @@ def _read_parquet(path: Path) -> list[Row]:
             f"reading {path} needs pyarrow: pip install 'sandbox-runtime[datasets]'"
         ) from exc
     rows: list[Row] = pq.read_table(path).to_pylist()
+    if rows and {"prompt", "extra_info"} <= set(rows[0]):  # verl's file: the task is extra_info
+        rows = [dict(row["extra_info"] or {}) for row in rows]
     return rows
 
 
@@ -212,39 +209,3 @@ def write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path) -> int:
             handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             count += 1
     return count
-
-
-def verl_rows(rows: Sequence[Mapping[str, Any]]) -> list[Row]:
-    """RLLM's ``apply_verl_postprocessing``: the verl-side rows wrapping each original row."""
-    return [
-        {
-            "prompt": [{"role": "user", "content": "placeholder"}],
-            "reward_model": {"style": "rule", "ground_truth": None},
-            "extra_info": dict(row),
-        }
-        for row in rows
-    ]
-
-
-def write_rllm_parquet(
-    rows: Sequence[Mapping[str, Any]], directory: Path, *, split: str = "train"
-) -> tuple[Path, Path]:
-    """Write ``<split>.parquet`` and ``<split>_verl.parquet`` into ``directory``.
-
-    ``directory`` plays the part of rLLM's ``<datasets dir>/<name>``; the files are what
-    ``DatasetRegistry.register_dataset(name, rows, split)`` writes there.
-    """
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise DatasetError(
-            "writing parquet needs pyarrow: pip install 'sandbox-runtime[datasets]'"
-        ) from exc
-    directory.mkdir(parents=True, exist_ok=True)
-    plain = directory / f"{split}.parquet"
-    verl = directory / f"{split}_verl.parquet"
-    data = [dict(row) for row in rows]
-    pq.write_table(pa.Table.from_pylist(data), plain)
-    pq.write_table(pa.Table.from_pylist(verl_rows(data)), verl)
-    return plain, verl

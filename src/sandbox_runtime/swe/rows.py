@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import formats
 from sandbox_runtime.swe.formats import ParseContext
+from sandbox_runtime.swe.parquet import ROW_MARKER, decode_row
 from sandbox_runtime.swe.task import Task, TaskError
 
 __all__ = ["RowsResult", "detect_format", "parse_row", "read_rows"]
@@ -53,6 +54,12 @@ def parse_row(
         raise TaskError(
             f"row {index}", "", f"a row must be a JSON object, got {type(row).__name__}"
         )
+    if ROW_MARKER in row:  # stored by write_rllm_parquet: the row it was, and its format
+        try:
+            row, stored_format = decode_row(row)
+        except ValueError as exc:
+            raise TaskError(f"row {index}", ROW_MARKER, str(exc)) from None
+        format = format or stored_format
     label = _label(row, index)
     try:
         fmt = formats.load_format(format) if format else formats.detect(row)

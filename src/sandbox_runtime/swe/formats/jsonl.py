@@ -5,6 +5,10 @@ env, r2e_ds_json}}``.  With ``r2e_ds_json`` the task *is* that R2E-Gym entry (re
 named file, relative paths against the task file's directory) with the JSONL row's settings on
 top, and R2E-Gym's rules prepare and grade it; without it, the repository's own test command
 (``test_command``, default pytest) must report at least one test and no failure.
+
+The row kept for exports carries the entry itself (``sandbox.r2e_ds``, which is read before
+the file) and the file's absolute path, so a parquet written here opens on a Ray worker that
+has neither the task file's directory nor the entry file.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class _Sandbox(BaseModel):
     mounts: dict[str, str] = {}
     env: dict[str, str] = {}
     r2e_ds_json: str | None = None
+    r2e_ds: dict[str, Any] | None = None
 
 
 class _JsonlRow(BaseModel):
@@ -115,12 +120,18 @@ class JsonlTaskFormat(RowFormat):
             overrides["workdir"] = box.workdir
         if issue:
             overrides["problem_statement"] = issue
-        if box.r2e_ds_json:
-            path, entry = read_ds_json(box.r2e_ds_json, context.base_dir)
+        if box.r2e_ds is not None or box.r2e_ds_json:
+            if box.r2e_ds is not None:
+                entry, where, field = box.r2e_ds, "sandbox.r2e_ds", "sandbox.r2e_ds"
+            else:
+                path, entry = read_ds_json(str(box.r2e_ds_json), context.base_dir)
+                where, field = str(path), "sandbox.r2e_ds_json"
+                embedded = {**row["sandbox"], "r2e_ds_json": where, "r2e_ds": entry}
+                overrides["source"] = {**row, "sandbox": embedded}
             try:
-                inner = parse_row(entry, index=str(path))
+                inner = parse_row(entry, index=where)
             except TaskError as exc:
-                raise TaskError("", f"sandbox.r2e_ds_json ({exc.field})", exc.reason) from None
+                raise TaskError("", f"{field} ({exc.field})", exc.reason) from None
             return inner.model_copy(update=overrides)
         if not box.docker_image:
             raise TaskError("", "sandbox.docker_image", "required when r2e_ds_json is not given")
