@@ -64,6 +64,8 @@ def _check_run(tmp_path: Path, backend: str, agent: str, expected: float, *optio
         str(report),
         "--trajectories",
         str(traj),
+        "--predictions",
+        str(tmp_path / "predictions.jsonl"),
     )
     assert done.returncode == 0, done.stderr
     document = json.loads(report.read_text())
@@ -85,9 +87,21 @@ def _check_run(tmp_path: Path, backend: str, agent: str, expected: float, *optio
         else:
             assert record["patch"] == ""
             assert record["reason"].startswith("tests failed: ")
+    # The predictions as the swebench harness reads them (its own reader).
+    predictions = _swebench_predictions(tmp_path / "predictions.jsonl")
+    patches = {r["task_id"]: r["patch"] for r in records}
+    assert {p["instance_id"]: p["model_patch"] for p in predictions} == patches
+    assert {p["model_name_or_path"] for p in predictions} == {agent}
     assert "10 task(s)" in done.stdout
     assert "reward" in done.stdout.splitlines()[0]
     assert "[10/10]" in done.stderr  # progress, one line per task when not a terminal
+
+
+def _swebench_predictions(path: Path) -> list[dict[str, Any]]:
+    from swebench.harness.utils import get_predictions_from_file  # 3.0.2 and later
+
+    found: list[dict[str, Any]] = get_predictions_from_file(str(path), "unused", "test")
+    return found
 
 
 @pytest.mark.slow

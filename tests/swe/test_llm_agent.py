@@ -124,3 +124,36 @@ def test_unreachable_endpoint_is_an_agent_error(bundled_tasks: list[Task], confi
     assert result.error is not None
     assert result.error.startswith("model request failed: APIConnectionError")
     assert SECRET not in result.error
+
+
+def test_r2e_gym_text_replies_are_tool_calls(bundled_tasks: list[Task], config: Any) -> None:
+    """What vLLM returns without a tool-call parser: the call in R2E-Gym's text form."""
+    task = task_named(bundled_tasks, "csvline", "r2e")
+
+    def text(body: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": f"Thinking first.\n{body}"}
+
+    replies = [
+        text(
+            "<function=execute_bash>\n<parameter=cmd>grep -c 'if field' csvline/core.py"
+            "</parameter>\n</function>"
+        ),
+        text(
+            "<function=file_editor>\n<parameter=command>str_replace</parameter>\n"
+            "<parameter=path>csvline/core.py</parameter>\n"
+            '<parameter=old_str>    if field:\n        fields.append("".join(field))</parameter>\n'
+            '<parameter=new_str>    fields.append("".join(field))</parameter>\n</function>'
+        ),
+        text("<function=finish>\n<parameter=command>submit</parameter>\n</function>"),
+    ]
+    with FakeChat(replies) as chat, open_prepared(task) as sandbox:
+        result = LLMAgent(config(chat.url)).run(task, sandbox, Budget(max_steps=10))
+        graded = grade(task, sandbox)
+    assert result.submitted
+    assert [s.action for s in result.steps] == ["bash", "str_replace_editor", "submit"]
+    assert graded.reward == 1.0
+    # The observation goes back as R2E-Gym frames it, in a user message.
+    fed_back = chat.requests[1]["messages"][-1]
+    assert fed_back["role"] == "user"
+    assert fed_back["content"].startswith("Exit code: 0\nExecution output of [execute_bash]:")
+    assert "1" in fed_back["content"]

@@ -62,6 +62,12 @@ def register(subparsers: Any) -> None:
     run.add_argument("--report", type=Path, help="write the JSON report here")
     run.add_argument("--trajectories", type=Path, help="write one JSONL record per task here")
     run.add_argument(
+        "--predictions",
+        type=Path,
+        metavar="FILE",
+        help="write SWE-bench predictions (.jsonl or .json) for the swebench harness",
+    )
+    run.add_argument(
         "--format", metavar="NAME", help="task format of the rows (default: detected per row)"
     )
     run.add_argument("--split", default="train", help="split of a Hugging Face dataset")
@@ -206,6 +212,7 @@ def _run(args: argparse.Namespace) -> int:
         TaskOutcome,
         smoke_report,
         summary_table,
+        write_predictions,
         write_report,
         write_trajectory,
     )
@@ -219,6 +226,11 @@ def _run(args: argparse.Namespace) -> int:
     agent_factory = _agent_factory(args)
     _check_writable(args.report, "--report")
     _check_writable(args.trajectories, "--trajectories")
+    _check_writable(args.predictions, "--predictions")
+    if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
+        raise ConfigError(
+            f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"
+        )
     try:
         loaded = load_tasks(sources, args.format, args.split)
     except DatasetError as exc:
@@ -282,6 +294,13 @@ def _run(args: argparse.Namespace) -> int:
                 "skipped_rows": errors,
             }
             write_report(args.report, run_info, outcomes)
+    if args.predictions:
+        left_out = write_predictions(args.predictions, outcomes, args.model or args.agent)
+        if left_out:
+            print(
+                f"--predictions: left out {left_out} task(s) that ended in an error",
+                file=sys.stderr,
+            )
     return 1 if any(outcome.error for outcome in outcomes) else 0
 
 

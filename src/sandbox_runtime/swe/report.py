@@ -151,6 +151,29 @@ def write_report(path: Path, run: dict[str, Any], outcomes: list[TaskOutcome]) -
     tmp.replace(path)
 
 
+def write_predictions(path: Path, outcomes: list[TaskOutcome], model: str) -> int:
+    """Write the SWE-bench predictions of a run; returns how many tasks were left out.
+
+    One ``{instance_id, model_name_or_path, model_patch}`` per task, as the swebench harness
+    reads them (``--predictions_path``): a JSON list for ``.json``, else one object per line.
+    A task that ended in an error is left out: its empty or partial patch graded by the
+    harness would be a 0 nobody earned.
+    """
+    kept = [o for o in outcomes if o.outcome != "error"]
+    rows = [
+        {"instance_id": o.task_id, "model_name_or_path": model, "model_patch": o.patch}
+        for o in kept
+    ]
+    if path.suffix == ".json":
+        text = json.dumps(rows, indent=2) + "\n"
+    else:
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return len(outcomes) - len(kept)
+
+
 def write_trajectory(handle: IO[str], outcome: TaskOutcome) -> None:
     """Append one task's trajectory record and flush it (a crash loses no finished task)."""
     handle.write(json.dumps(outcome.trajectory(), ensure_ascii=False) + "\n")

@@ -2,9 +2,12 @@
 
 vLLM, SGLang, hosted APIs: anything that speaks ``/v1/chat/completions`` with ``tools``.
 The model gets the issue and the tools of :mod:`sandbox_runtime.swe.agents.tools`; each tool
-call is one step, and a reply without a tool call also costs a step and is answered with a
-reminder (as R2E-Gym's agent does), so a chatty model cannot loop for free.  The loop ends at
-``submit``, at the step limit, at the time limit, or on cancellation.
+call is one step. A reply without tool calls that holds one in R2E-Gym's text form
+(``<function=file_editor><parameter=command>view</parameter>...</function>``, what vLLM
+returns without a tool-call parser, and what R2E-Gym-trained models write) is run as that
+call and answered with R2E-Gym's framed observation; any other reply also costs a step and
+is answered with a reminder (as R2E-Gym's agent does), so a chatty model cannot loop for
+free.  The loop ends at ``submit``, at the step limit, at the time limit, or on cancellation.
 
 The API key is a :class:`pydantic.SecretStr`: it is handed to the client and nowhere else,
 so it never appears in reprs, logs, reports or trajectories.
@@ -20,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget, Step
+from sandbox_runtime.swe.agents.r2e_protocol import frame, parse_action, tool_name
 from sandbox_runtime.swe.agents.tools import TOOL_SCHEMAS, ToolBox, ToolCall
 from sandbox_runtime.swe.task import Task
 
@@ -138,10 +142,22 @@ class LLMAgent(Agent):
                 messages.append(_message_dict(message))
                 thought = message.content or ""
                 if not message.tool_calls:
-                    result.steps.append(
-                        Step(index=len(result.steps), action="message", thought=thought)
-                    )
-                    messages.append({"role": "user", "content": CONTINUE_PROMPT})
+                    # R2E-Gym's text form, what vLLM returns without a tool-call parser.
+                    text_call = parse_action(thought)
+                    if text_call is None:
+                        result.steps.append(
+                            Step(index=len(result.steps), action="message", thought=thought)
+                        )
+                        messages.append({"role": "user", "content": CONTINUE_PROMPT})
+                        continue
+                    call = ToolCall(tool_name(text_call.name), text_call.arguments)
+                    observation = tools.run(call)
+                    result.record(call, observation, thought)
+                    framed = frame(text_call.name, observation, timeout=budget.step_timeout)
+                    messages.append({"role": "user", "content": framed})
+                    if observation.done:
+                        result.submitted, result.stop_reason = True, "submitted"
+                        return result
                     continue
                 for tool_call in message.tool_calls:
                     call = ToolCall.from_json(
