@@ -68,7 +68,7 @@ if [ "$#" -eq 0 ]; then
   .venv/bin/lint-imports
 fi
 
-# 6. The tests: the whole suite in parallel, then the tests of the two pinned SDKs again
+# 6. The tests: the whole suite in parallel, then the tests of the pinned packages again
 #    under the oldest release each pin allows (the suite itself runs the newest).
 log "pytest"
 .venv/bin/python -m pytest -n 2 -p xdist "$@"
@@ -77,6 +77,8 @@ if [ "$#" -eq 0 ]; then
   log "e2b protocol tests with the oldest supported e2b"
   bash tests/run_with_version.sh e2b 2.15.2 -m e2b_sdk tests/ags tests/conformance/test_ags.py \
     -q -n 2 -p xdist
+  log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
+  bash tests/run_with_version.sh swebench 3.0.2 tests/swe tests/integrations -q -n 2 -p xdist
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
     tests/backends/test_kubernetes_emulator.py tests/conformance/test_kubernetes.py \

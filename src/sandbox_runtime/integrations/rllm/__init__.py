@@ -4,6 +4,8 @@
   observations (``rllm.env.name`` set to this class; ``+rllm.env.env_args.backend=ags``).
 * :class:`RLLMSandbox` and :func:`install`: rLLM's newer ``Sandbox`` protocol over any backend,
   selected in rLLM as ``sandbox-runtime:<backend>``.
+* :func:`ray_runtime_env` and :func:`worker_setup`: credentials and these installs in every
+  Ray worker (``ray.init(runtime_env=ray_runtime_env(...))`` before rLLM's trainer).
 * :func:`register_tasks`: tasks into rLLM's ``DatasetRegistry`` with verl-ready files
   (``sandbox-runtime tasks rllm --register NAME``).
 
@@ -20,6 +22,7 @@ from sandbox_runtime.integrations.rllm.sandbox import (
     RLLMSandbox,
     install,
 )
+from sandbox_runtime.integrations.rllm.workers import ray_runtime_env, worker_setup
 
 __all__ = [
     "BACKEND_PREFIX",
@@ -27,5 +30,7 @@ __all__ = [
     "RLLMSandbox",
     "SWEEnv",
     "install",
+    "ray_runtime_env",
     "register_tasks",
+    "worker_setup",
 ]
