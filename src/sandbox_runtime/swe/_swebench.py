@@ -70,6 +70,17 @@ def _repo_parsers() -> dict[str, Any]:
     return merged
 
 
+def _named_parser(name: str) -> Any:
+    """A parser function by name from the harness's language modules (swebench 3)."""
+    if not name.startswith("parse_log_"):
+        return None
+    for language in ("python", "javascript"):
+        found = getattr(_module(f"swebench.harness.log_parsers.{language}"), name, None)
+        if callable(found):
+            return found
+    return None
+
+
 def parser_for(
     repo: str, *, name: str | None = None, version: str | None = None, instance_id: str = ""
 ) -> tuple[LogParser, str]:
@@ -84,6 +95,8 @@ def parser_for(
     source = ""
     if name and isinstance(registry, dict) and name in registry:
         function, source = registry[name], f"swebench:{name}"
+    elif name and (named := _named_parser(name)) is not None:  # before PARSER_REGISTRY
+        function, source = named, f"swebench:{name}"
     elif (found := _repo_parsers().get(repo)) is not None:
         function, source = found, f"swebench:{getattr(found, '__name__', 'parser')}"
     else:
@@ -145,9 +158,19 @@ def _evaluate_with_swebench(
     status = grading.get_resolution_status(report)
     full = getattr(getattr(constants, "ResolvedStatus", None), "FULL", None)
     resolved = status == (full.value if full is not None else "RESOLVED_FULL")
+    f2p_failed = tuple(report["FAIL_TO_PASS"]["failure"])
+    if eval_type != "fail_only":
+        # swebench before 4 puts a skipped FAIL_TO_PASS test in neither list, so a patch that
+        # makes the new tests skip "resolves" the task: a reward an RL policy learns to game.
+        # A skipped F2P test is a failure here, as in later swebench releases.
+        skipped = tuple(
+            t for t in fail_to_pass if status_map.get(t) == "SKIPPED" and t not in f2p_failed
+        )
+        if skipped:
+            resolved, f2p_failed = False, f2p_failed + skipped
     return Evaluation(
         resolved=resolved,
-        f2p_failed=tuple(report["FAIL_TO_PASS"]["failure"]),
+        f2p_failed=f2p_failed,
         p2p_failed=tuple(report["PASS_TO_PASS"]["failure"]),
         graded_by="swebench",
     )
