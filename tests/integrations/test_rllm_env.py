@@ -13,6 +13,7 @@ from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.agents.r2e_protocol import parse_action
 from sandbox_runtime.swe.agents.tools import ToolCall
 from sandbox_runtime.swe.dataset import load_rows
+from sandbox_runtime.swe.grading import GradingError
 from sandbox_runtime.swe.parquet import write_rllm_parquet
 from sandbox_runtime.swe.patch_reward import compute_score, extract_patch, grade_patch
 from tests.swe.conftest import task_named
@@ -230,6 +231,28 @@ def test_verl_reward_function_grades_model_patches(bundled_tasks: list[Task]) ->
     assert graded.reason.startswith("patch did not apply")
     with pytest.raises(ValueError, match="extra_info"):
         compute_score("swe", gold, None, None)
+
+
+def test_a_sandbox_fault_is_never_a_reward_of_zero(
+    bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    """SWEEnv's final reward and verl's compute_score raise GradingError (not a
+    TimeoutError, which verl's managers turn into 0.0) when the tests give no verdict."""
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    with SWEEnv(task, backend="local") as env:
+        env.reset()
+        assert env.sandbox is not None
+        env.sandbox.backend.stop()  # gone under the grader
+        with pytest.raises(GradingError, match="infrastructure error"):
+            env.compute_final_reward()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unusable = {"base_dir": str(blocker / "sandboxes")}  # every start fails
+    gold = f"```diff\n{task.gold_patch}```"
+    with pytest.raises(GradingError, match="infrastructure error: SandboxStartError") as caught:
+        compute_score("swe", gold, None, task.source, backend_options=unusable, retries=2)
+    assert not isinstance(caught.value, TimeoutError)
+    assert compute_score("swe", gold, None, task.source, retries=0) == 1.0
 
 
 @pytest.mark.docker

@@ -4,14 +4,29 @@ For single-turn SWE training (the model reads the issue and answers with a diff,
 SWE-RL), verl calls a ``compute_score(data_source, solution_str, ground_truth, extra_info)``
 function for every response.  :func:`compute_score` is one: it takes the diff out of the
 response, opens a fresh sandbox for the task in ``extra_info`` (the row that
-:func:`~sandbox_runtime.swe.dataset.write_rllm_parquet` stores there), applies the diff, runs
-the task's own tests and returns 1.0 or 0.0.  In verl's config::
+``sandbox-runtime tasks rllm --prompt patch`` stores there), applies the diff, runs the task's
+own tests and returns 1.0 or 0.0.  In verl's config (keys as verl 0.9.1 reads them; checked
+against its ``get_custom_reward_fn`` and ``migrate_legacy_reward_impl``)::
 
-    custom_reward_function:
+    custom_reward_function:            # verl moves it to reward.custom_reward_function
       path: <site-packages>/sandbox_runtime/swe/patch_reward.py
       name: compute_score
-    reward_model:
-      reward_kwargs: {backend: docker}
+      reward_kwargs: {backend: docker, retries: 1}
+
+``custom_reward_function.reward_kwargs`` is what reaches ``compute_score``;
+``reward_model.reward_kwargs`` does not (verl 0.9.1 moves it to ``reward.reward_kwargs``, the
+reward *manager's* arguments; verl 0.5 passed those to the manager, whose ``__init__`` then
+raises ``TypeError``).
+
+A reward never lies: when the tests give no verdict (sandbox gone, backend error, harness
+timeout), the grading is tried again ``retries`` times in a fresh sandbox and then
+:class:`~sandbox_runtime.swe.grading.GradingError` is raised, never a 0.0.  What verl does
+with it depends on its reward manager: ``naive`` (the default, both the reward-loop and the
+legacy one) lets it propagate and the step fails; ``limited`` turns every exception and its
+own ``reward.timeout`` into 0.0, and the legacy ``naive`` turns a ``TimeoutError`` from
+``compute_score_timeout`` into 0.0, so use ``naive`` and keep any verl timeout above the
+grading time (``test_timeout`` x (1 + ``retries``)).  :class:`GradingError` is not a
+``TimeoutError``, so verl never mistakes it for its own timeout.
 
 Every reward gets its own sandbox, so responses are graded independently and in parallel
 (verl's reward workers may call this from many threads or processes).
@@ -24,8 +39,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.runtime import SandboxRuntime
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
@@ -82,15 +98,27 @@ def compute_score(
     solution_str: str,
     ground_truth: Any = None,
     extra_info: Mapping[str, Any] | str | None = None,
+    *,
+    retries: int = 1,
     **settings: Any,
 ) -> float:
-    """Verl's reward-function signature; ``settings`` are ``reward_kwargs`` (backend, ...).
+    """Verl's reward-function signature; the keywords are ``reward_kwargs``.
 
-    ``data_source`` and ``ground_truth`` are not needed: the task row in ``extra_info``
-    carries the tests that decide.
+    ``retries`` and ``settings`` (backend, backend_options, ...) come from
+    ``custom_reward_function.reward_kwargs``. ``data_source`` and ``ground_truth`` are not
+    needed: the task row in ``extra_info`` carries the tests that decide.  Raises
+    :class:`GradingError` when every attempt ended without a verdict.
     """
     if extra_info is None:
         raise ValueError("compute_score needs the task row as extra_info")
     row = json.loads(extra_info) if isinstance(extra_info, str) else extra_info
-    # An infrastructure fault raises GradingError rather than scoring a correct patch 0.
-    return grade_patch(row, extract_patch(solution_str), **settings).reward_or_raise()
+    patch = extract_patch(solution_str)
+    result = GradeResult(None, "not graded")
+    for _attempt in range(1 + max(retries, 0)):
+        try:
+            result = grade_patch(row, patch, **settings)
+        except SandboxError as exc:  # the sandbox's start, setup or patch step failed
+            result = GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
+        if not result.is_error:
+            return result.reward_or_raise()
+    raise GradingError(result)
