@@ -79,6 +79,18 @@ if [ "$#" -eq 0 ]; then
     -q -n 2 -p xdist
   log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
   bash tests/run_with_version.sh swebench 3.0.2 tests/swe tests/integrations -q -n 2 -p xdist
+  log "verl's own reward managers over the project's parquet (verl from PyPI, CPU torch)"
+  if [ ! -x .venv-verl/bin/python ]; then
+    python3 -m venv .venv-verl
+  fi
+  if ! .venv-verl/bin/python -c 'import verl, torch, sandbox_runtime, pytest_timeout' 2>/dev/null; then
+    # torch 2.13.0 first: on this machine kind pip takes its CPU build from the local disk,
+    # so verl's own torch requirement is already met and no CUDA build is downloaded.
+    .venv-verl/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+    .venv-verl/bin/python -m pip install --quiet --disable-pip-version-check \
+      verl==0.9.1 -e '.[datasets]' pytest pytest-timeout
+  fi
+  .venv-verl/bin/python -m pytest tests/verl -q
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
     tests/backends/test_kubernetes_emulator.py tests/conformance/test_kubernetes.py \

@@ -1,0 +1,11 @@
+"""verl's tests need verl (and torch): they run in their own virtualenv.
+
+``scripts/test.sh`` builds ``.venv-verl`` (torch CPU, verl from PyPI, this project) and runs
+this directory there; the main suite, whose virtualenv has no verl, does not collect it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+collect_ignore_glob = [] if importlib.util.find_spec("verl") is not None else ["test_*.py"]
