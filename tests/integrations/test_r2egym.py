@@ -37,6 +37,19 @@ print(chardet.detect(b"plain text")["encoding"], sys.argv[1:])
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_r2egym_left() -> Iterator[None]:
+    """Stand-in R2E-Gym modules must not outlive the test that imported them."""
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m == "r2egym" or m.startswith("r2egym.")]:
+            del sys.modules[name]
+
+    forget()
+    yield
+    forget()
+
+
 def test_members_match_r2e_gyms_docker_runtime() -> None:
     """The names and parameters RepoEnv, R2E-Gym's Agent and rLLM's SWEEnv use."""
     init = list(inspect.signature(R2EGymRuntime.__init__).parameters)
@@ -164,10 +177,22 @@ def _fake_r2egym(root: Path) -> None:
                     )
         """,
     }
+    # Tool scripts where R2E-Gym keeps them; these print what they were called with.
+    script = (
+        "#!/root/.venv/bin/python\nimport json, sys\n\nimport chardet\n\n"
+        "print(json.dumps([sys.argv[0].rsplit('/', 1)[-1], *sys.argv[1:]]))\n"
+    )
+    bash = (
+        "#!/root/.venv/bin/python\nimport subprocess, sys\n\n"
+        "sys.exit(subprocess.run(sys.argv[2], shell=True).returncode)\n"
+    )
+    for name in ("r2egym/file_editor.py", "search.py", "finish.py"):
+        files[f"r2egym/agenthub/tools/{name}"] = script
+    files["r2egym/agenthub/tools/r2egym/execute_bash.py"] = bash
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+        path.write_text(textwrap.dedent(text) if not text.startswith("#!") else text)
 
 
 def test_install_makes_repoenv_build_ours(
@@ -178,8 +203,6 @@ def test_install_makes_repoenv_build_ours(
         r2egym.install(backend="local")
     _fake_r2egym(tmp_path / "site")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    for name in [m for m in sys.modules if m.startswith("r2egym")]:
-        monkeypatch.delitem(sys.modules, name)
     from r2egym.agenthub.environment import env
 
     ds = task_named(bundled_tasks, "csvline", "r2e").source
@@ -200,3 +223,47 @@ def test_install_makes_repoenv_build_ours(
     with pytest.raises(RuntimeError, match="R2E-Gym's own runtime"):
         env.RepoEnv(ds)
     assert list((tmp_path / "sandboxes").glob("sbx-*")) == []
+
+
+def test_swe_env_runs_r2e_gyms_own_tool_scripts(
+    tmp_path: Path, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With R2E-Gym installed, SWEEnv runs R2E-Gym's scripts as RepoEnv does (its exact
+    observations): quoted --KEY VALUE arguments as written, the script's exit status."""
+    from sandbox_runtime.integrations.rllm import SWEEnv
+
+    require(bwrap_problem())
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    with pytest.raises(ConfigError, match="needs R2E-Gym"):
+        SWEEnv(task, tools="r2egym")
+    _fake_r2egym(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    options = {"isolation": "namespace", "base_dir": str(tmp_path / "sandboxes")}
+    with SWEEnv(task, backend="local", backend_options=options) as env:  # "auto": scripts
+        env.reset()
+        view = env.step(
+            "<function=file_editor>\n<parameter=command>view</parameter>\n"
+            "<parameter=path>/testbed/a b.py</parameter>\n"
+            "<parameter=view_range>[1,3]</parameter>\n</function>"
+        )
+        assert view[0] == (
+            'Execution output of [file_editor]:\n["file_editor", "view", "--path", '
+            '"/testbed/a b.py", "--view_range", "[1,3]"]\n'
+        )
+        failed = env.step("<function=execute_bash>\n<parameter=cmd>echo out; exit 3</parameter>")
+        assert (
+            failed[0] == "Exit code: Error: Exit code 3\nExecution output of [execute_bash]:\nout\n"
+        )
+        unknown = env.step("<function=jump>\n<parameter=x>1</parameter>\n</function>")
+        assert unknown[0] == "Execution output of [jump]:\n"
+        assert env.step("<function=finish>\n<parameter=command>submit</parameter>")[1:3] == (
+            0.0,
+            True,
+        )
+        # /usr/local/bin is the host's here: the scripts went to the fallback directory.
+        assert env.sandbox is not None
+        assert env.sandbox.exists(f"{FALLBACK_BIN}/file_editor")
+        assert (
+            env.sandbox.exists(f"{FALLBACK_BIN}/chardet.py")
+            or env.sandbox.exec("python3 -c 'import chardet'").ok
+        )

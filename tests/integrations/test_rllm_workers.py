@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,9 @@ from sandbox_runtime.integrations import r2egym
 from sandbox_runtime.integrations.r2egym import R2EGymRuntime
 from sandbox_runtime.integrations.rllm import ray_runtime_env, worker_setup
 from sandbox_runtime.integrations.rllm.workers import SETUP_VARIABLE
-from tests.integrations.test_r2egym import _fake_r2egym
+from tests.integrations.test_r2egym import _fake_r2egym, _no_r2egym_left
+
+__all__ = ["_no_r2egym_left"]  # the autouse fixture, here too
 
 CALLS: list[str] = []
 
@@ -56,8 +57,6 @@ def test_worker_setup_runs_the_previous_hook_then_installs(
 ) -> None:
     _fake_r2egym(tmp_path / "site")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    for name in [m for m in sys.modules if m.startswith("r2egym")]:
-        monkeypatch.delitem(sys.modules, name)
     setup = {
         "previous_hook": f"{__name__}.previous_hook",
         "r2egym": {"backend": "local", "backend_options": {}},

@@ -57,7 +57,7 @@ from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["R2EGymRuntime", "install", "uninstall"]
+__all__ = ["R2EGymRuntime", "ToolScripts", "install", "tool_files", "uninstall"]
 
 logger = logging.getLogger("sandbox_runtime.r2egym")
 
@@ -97,6 +97,80 @@ def _parsed_commit(payload: str) -> Any:
     except ImportError:
         return _OwnParsedCommit.model_validate_json(payload)
     return ParsedCommit(**json.loads(payload))
+
+
+def tool_files(scaffold: str = "r2egym") -> list[Path]:
+    """R2E-Gym's tool scripts as rLLM gives them to ``RepoEnv`` (its ``R2EGYM_COMMAND_FILES``).
+
+    Read from the installed R2E-Gym package; empty when R2E-Gym is not importable.
+    """
+    try:
+        import r2egym
+    except ImportError:
+        return []
+    tools = Path(r2egym.__file__).parent / "agenthub" / "tools"
+    names = {
+        "r2egym": ("r2egym/file_editor.py", "search.py", "r2egym/execute_bash.py", "finish.py"),
+        "sweagent": ("str_replace_editor.py", "execute_bash.py", "submit.py"),
+    }[scaffold]
+    found = [tools / name for name in names]
+    return found if all(path.is_file() for path in found) else []
+
+
+class ToolScripts:
+    """Puts R2E-Gym's tool scripts into a sandbox so that they run there as they are.
+
+    The scripts start with ``#!/root/.venv/bin/python`` (R2E-Gym's images); elsewhere that
+    line becomes the image's own ``python3``. The file editor imports ``chardet``: where the
+    image lacks it, a stand-in module goes next to the script (Python puts a script's
+    directory first on ``sys.path``). A destination the backend shows read-only (a ``local``
+    sandbox's ``/usr``) is replaced by :data:`FALLBACK_BIN`, which commands run through
+    :meth:`R2EGymRuntime.run` and :class:`~sandbox_runtime.integrations.rllm.SWEEnv` have
+    first on ``PATH``.
+    """
+
+    def __init__(self, sandbox: SandboxRuntime) -> None:
+        self.sandbox = sandbox
+        self._python: str | None = None
+        self._has_chardet: bool | None = None
+
+    def install(self, source: Path, dest_path: str) -> str:
+        """Copy one file (executable when it is a script); returns where it went."""
+        data = source.read_bytes()
+        mode = source.stat().st_mode & 0o777 | (0o755 if data.startswith(b"#!") else 0)
+        if data.startswith(_R2E_SHEBANG):
+            python = self._interpreter()
+            if python != "/root/.venv/bin/python":
+                data = b"#!" + python.encode() + data[len(_R2E_SHEBANG) :]
+        for target in (dest_path, posixpath.join(FALLBACK_BIN, posixpath.basename(dest_path))):
+            try:
+                self.sandbox.write_bytes(target, data, mode=mode)
+            except SandboxReadOnlyError:
+                logger.info("%s is read-only here: %s goes to %s", target, source, FALLBACK_BIN)
+                continue
+            if b"import chardet" in data and not self._chardet_available():
+                standin = posixpath.join(posixpath.dirname(target), "chardet.py")
+                self.sandbox.write_text(standin, _CHARDET_STANDIN)
+            return target
+        raise SandboxReadOnlyError(f"no writable place for {dest_path}")  # pragma: no cover
+
+    def _interpreter(self) -> str:
+        if self._python is None:
+            found = self.sandbox.exec(
+                f'PATH={_R2E_PATH}:"$PATH"; for p in /root/.venv/bin/python "$(command -v '
+                'python3)" "$(command -v python)"; do [ -x "$p" ] && echo "$p" && break; done',
+                timeout=60,
+            )
+            self._python = found.stdout.strip() or "/usr/bin/env python3"
+        return self._python
+
+    def _chardet_available(self) -> bool:
+        if self._has_chardet is None:
+            probe = self.sandbox.exec(
+                f"{shlex.quote(self._interpreter())} -c 'import chardet'", timeout=60
+            )
+            self._has_chardet = probe.ok
+        return self._has_chardet
 
 
 class R2EGymRuntime(_RuntimeBase):
@@ -154,9 +228,8 @@ class R2EGymRuntime(_RuntimeBase):
             backend_options=dict(backend_options or {}),
         )
         self._lock = threading.Lock()
-        self._python: str | None = None
-        self._has_chardet: bool | None = None
         self.sandbox: SandboxRuntime = self._open()
+        self._scripts = ToolScripts(self.sandbox)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -181,8 +254,8 @@ class R2EGymRuntime(_RuntimeBase):
         """Replace the sandbox with a fresh, prepared one."""
         with self._lock:
             self.sandbox.close()
-            self._python = self._has_chardet = None
             self.sandbox = self._open()
+            self._scripts = ToolScripts(self.sandbox)
 
     def close(self) -> None:
         """Remove the sandbox; harmless to call twice."""
@@ -247,54 +320,13 @@ class R2EGymRuntime(_RuntimeBase):
 
         A script for R2E-Gym's interpreter gets the image's Python instead where
         ``/root/.venv/bin/python`` is missing; a read-only destination is replaced by
-        :data:`FALLBACK_BIN`.
+        :data:`FALLBACK_BIN` (see :class:`ToolScripts`).
         """
         source = Path(src_path)
         if source.is_dir():
             self.sandbox.upload(source, dest_path)
             return
-        data = source.read_bytes()
-        if data.startswith(_R2E_SHEBANG):
-            data = self._fit_script(data, dest_path)
-        try:
-            self.sandbox.write_bytes(dest_path, data, mode=source.stat().st_mode & 0o777)
-        except SandboxReadOnlyError:
-            fallback = posixpath.join(FALLBACK_BIN, posixpath.basename(dest_path))
-            self.logger.info("%s is read-only here: %s goes to %s", dest_path, src_path, fallback)
-            self.sandbox.write_bytes(fallback, data, mode=0o755)
-
-    def _fit_script(self, data: bytes, dest_path: str) -> bytes:
-        python = self._interpreter()
-        if python != "/root/.venv/bin/python":
-            data = b"#!" + python.encode() + data[len(_R2E_SHEBANG) :]
-        if b"import chardet" in data and not self._chardet_available():
-            # Python puts the script's directory first on sys.path: the stand-in sits there.
-            folder = posixpath.dirname(dest_path) or "/"
-            try:
-                self.sandbox.write_text(posixpath.join(folder, "chardet.py"), _CHARDET_STANDIN)
-            except SandboxReadOnlyError:
-                self.sandbox.write_text(
-                    posixpath.join(FALLBACK_BIN, "chardet.py"), _CHARDET_STANDIN
-                )
-        return data
-
-    def _interpreter(self) -> str:
-        if self._python is None:
-            found = self.sandbox.exec(
-                f'PATH={_R2E_PATH}:"$PATH"; for p in /root/.venv/bin/python "$(command -v '
-                'python3)" "$(command -v python)"; do [ -x "$p" ] && echo "$p" && break; done',
-                timeout=60,
-            )
-            self._python = found.stdout.strip() or "/usr/bin/env python3"
-        return self._python
-
-    def _chardet_available(self) -> bool:
-        if self._has_chardet is None:
-            probe = self.sandbox.exec(
-                f"{shlex.quote(self._interpreter())} -c 'import chardet'", timeout=60
-            )
-            self._has_chardet = probe.ok
-        return self._has_chardet
+        self._scripts.install(source, dest_path)
 
     def read_file(self, rel_file_path: str) -> str:
         """A file under ``alt_path`` (where R2E-Gym keeps what the agent must not see)."""

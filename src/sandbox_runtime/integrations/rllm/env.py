@@ -25,6 +25,14 @@ otherwise behaves the same, so rollouts are the ones R2E-Gym and DeepSWE produce
   rllm``, or any R2E-Gym / SWE-bench / SWE-smith / JSONL row) merged with rLLM's
   ``env_args``; the settings below are taken out, rLLM's other keys are ignored.
 
+The tools: with ``tools="r2egym"`` (the default ``"auto"`` where R2E-Gym is importable),
+R2E-Gym's own tool scripts, the ones rLLM gives ``RepoEnv``, are copied into the sandbox and
+every call runs them as R2E-Gym's runtime does, so observations are R2E-Gym's byte for byte
+(:class:`~sandbox_runtime.integrations.r2egym.ToolScripts` makes them run on images without
+R2E-Gym's interpreter). With ``tools="builtin"`` (``"auto"`` without R2E-Gym) the tools are
+this library's (:mod:`sandbox_runtime.swe.agents.tools`): the same commands, arguments and
+framing, with this library's wording inside the editor's messages.
+
 When rLLM is installed, :class:`SWEEnv` subclasses its ``BaseEnv``; without it the class has
 the same methods, so nothing here needs rLLM to run or to be tested.
 """
@@ -32,15 +40,22 @@ the same methods, so nothing here needs rLLM to run or to be tested.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
+from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.integrations.r2egym import FALLBACK_BIN, ToolScripts, tool_files
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
+    FINISHED,
+    bash_command,
     blocked_command,
     frame,
+    frame_script_output,
     parse_action,
     tool_name,
 )
@@ -71,9 +86,14 @@ SETTINGS = (
     "base_image",
     "max_output_chars",
     "blocked_commands",
+    "tools",
 )
+#: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
+_SCRIPT_DIR = "/usr/local/bin"
+_R2E_PATH = "/root/.venv/bin:/root/.local/bin:/root/.cargo/bin"
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\r")
 
 
 def _plain(value: Any) -> Any:
@@ -98,6 +118,7 @@ class SWEEnv(_EnvBase):
         base_image: str | None = None,
         max_output_chars: int = 16000,
         blocked_commands: Sequence[str] = BLOCKED_COMMANDS,
+        tools: Literal["auto", "r2egym", "builtin"] = "auto",
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -109,6 +130,11 @@ class SWEEnv(_EnvBase):
         )
         self.max_output_chars = max_output_chars
         self.blocked_commands = tuple(blocked_commands)
+        scripts = tool_files() if tools in ("auto", "r2egym") else []
+        if tools == "r2egym" and not scripts:
+            raise ConfigError("SWEEnv(tools='r2egym') needs R2E-Gym installed (its tool scripts)")
+        self.tool_scripts: list[Path] = scripts
+        self._script_names: set[str] = set()
         self.sandbox: SandboxRuntime | None = None
         self.tools: ToolBox | None = None
         self.total_steps = 0
@@ -134,6 +160,7 @@ class SWEEnv(_EnvBase):
                 sandbox.start()
                 prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
+                self._install_scripts(sandbox)
             except BaseException:
                 sandbox.close()
                 raise
@@ -152,10 +179,12 @@ class SWEEnv(_EnvBase):
     ) -> tuple[str, float, bool, dict[str, Any]]:
         """Run one action; the reward of a step is 0 and ``done`` is set by finish/submit."""
         tools = self._require_tools()
-        call = parse_action(action)
+        call = parse_action(action, raw=bool(self._script_names))
         self.total_steps += 1
         if call is None:
             return "", 0.0, False, {"tool": None}
+        if self._script_names:
+            return self._step_with_scripts(call)
         name = tool_name(call.name)
         refused = blocked_command(str(call.arguments.get("command", "")), self.blocked_commands)
         if name == "bash" and refused:
@@ -174,6 +203,38 @@ class SWEEnv(_EnvBase):
         }
         text = frame(call.name, observation, timeout=self.options.step_timeout)
         return text, 0.0, observation.done, info
+
+    def _install_scripts(self, sandbox: SandboxRuntime) -> None:
+        """R2E-Gym's tool scripts into ``/usr/local/bin``, named as RepoEnv names them."""
+        installer = ToolScripts(sandbox)
+        self._script_names = set()
+        for script in self.tool_scripts:
+            name = script.stem if script.suffix == ".py" else script.name
+            installer.install(script, f"{_SCRIPT_DIR}/{name}")
+            self._script_names.add(name)
+
+    def _step_with_scripts(self, call: ToolCall) -> tuple[str, float, bool, dict[str, Any]]:
+        """One call run as R2E-Gym's RepoEnv runs it: its script, its exit status."""
+        sandbox = self._require_sandbox()
+        info: dict[str, Any] = {"tool": call.name}
+        if tool_name(call.name) == "submit":
+            return FINISHED, 0.0, True, info
+        if call.name not in self._script_names:
+            # RepoEnv refuses a tool it did not install and shows the call with no output.
+            return frame_script_output(call.name, "", "-1"), 0.0, False, info | {"error": True}
+        timeout = self.options.step_timeout
+        result = sandbox.exec(
+            f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {bash_command(call)}',
+            timeout=timeout,
+        )
+        if result.timed_out or result.exit_code == 124:
+            output, status = f"The command took too long to execute (>{timeout:g}s)", "-1"
+        elif result.exit_code != 0:
+            output, status = result.output, f"Error: Exit code {result.exit_code}"
+        else:
+            output, status = _ANSI.sub("", result.output), "0"
+        info |= {"exit_code": result.exit_code, "duration": result.duration}
+        return frame_script_output(call.name, output, status), 0.0, False, info
 
     def compute_final_reward(self) -> float:
         """Grade the sandbox's current state by the task's own tests (1.0 or 0.0).

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,9 +29,11 @@ from sandbox_runtime.swe.agents.tools import Observation, ToolCall
 __all__ = [
     "BLOCKED_COMMANDS",
     "FINISHED",
+    "bash_command",
     "blocked_command",
     "exit_status",
     "frame",
+    "frame_script_output",
     "parse_action",
     "tool_name",
 ]
@@ -76,28 +79,31 @@ def _argument(key: str, value: str) -> Any:
     return value
 
 
-def parse_action(action: str | ToolCall | Mapping[str, Any]) -> ToolCall | None:
+def parse_action(
+    action: str | ToolCall | Mapping[str, Any], *, raw: bool = False
+) -> ToolCall | None:
     """The tool call in ``action``, or ``None`` when it calls none.
 
     Text is read as R2E-Gym reads it: the first ``<function=NAME>`` block, each
-    ``<parameter=KEY>VALUE</parameter>`` with surrounding whitespace stripped; R2E-Gym's
-    ``cmd`` parameter is ``command``.  A mapping is an OpenAI tool call (``{"name",
-    "arguments"}`` or ``{"function": {...}}``).
+    ``<parameter=KEY>VALUE</parameter>`` with surrounding whitespace stripped.  For this
+    library's tools R2E-Gym's ``cmd`` parameter is ``command`` and ``view_range`` a list;
+    ``raw`` keeps names and texts as written (for R2E-Gym's own scripts).  A mapping is an
+    OpenAI tool call (``{"name", "arguments"}`` or ``{"function": {...}}``).
     """
     if isinstance(action, ToolCall):
         return action
     if isinstance(action, Mapping):
         function = action.get("function") or {}
         name = action.get("name") or function.get("name")
-        raw = action.get("arguments", function.get("arguments"))
-        return ToolCall.from_json(str(name), raw, str(action.get("id") or "")) if name else None
+        given = action.get("arguments", function.get("arguments"))
+        return ToolCall.from_json(str(name), given, str(action.get("id") or "")) if name else None
     match = _FUNCTION.search(action)
     if match is None or not match.group(1).strip():
         return None
-    arguments = {
-        key.strip(): _argument(key.strip(), value.strip())
-        for key, value in _PARAMETER.findall(match.group(2))
-    }
+    found = _PARAMETER.findall(match.group(2))
+    if raw:
+        return ToolCall(match.group(1).strip(), {k.strip(): v.strip() for k, v in found})
+    arguments = {key.strip(): _argument(key.strip(), value.strip()) for key, value in found}
     if "cmd" in arguments and "command" not in arguments:
         arguments["command"] = arguments.pop("cmd")
     return ToolCall(match.group(1).strip(), arguments)
@@ -150,6 +156,30 @@ def _head_and_tail(text: str) -> str:
             *lines[-_HEAD_TAIL_LINES:],
         ]
     )
+
+
+def bash_command(call: ToolCall) -> str:
+    """The shell line that runs ``call`` as one of R2E-Gym's tool scripts.
+
+    The tool's name, its ``command`` next, then ``--KEY VALUE`` for every other argument,
+    each quoted for the shell: how R2E-Gym's ``Action`` turns a call into a command line.
+    """
+    parts = [shlex.quote(call.name)]
+    if "command" in call.arguments:
+        parts.append(shlex.quote(str(call.arguments["command"])))
+    for key, value in call.arguments.items():
+        if key != "command":
+            parts += [f"--{key}", shlex.quote(str(value))]
+    return " ".join(parts)
+
+
+def frame_script_output(called: str, output: str, status: str) -> str:
+    """R2E-Gym's framing of what one of its tool scripts printed (``status``: exit status)."""
+    if tool_name(called) == "submit":
+        return FINISHED
+    if tool_name(called) == "bash":
+        return f"Exit code: {status}\nExecution output of [{called}]:\n{_head_and_tail(output)}"
+    return f"Execution output of [{called}]:\n{output}"
 
 
 def frame(called: str, observation: Observation, *, timeout: float) -> str:
