@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runtime.errors import ConfigError, SandboxReadOnlyError
+from sandbox_runtime.results import ExecResult
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.commit import ParsedCommit as _OwnParsedCommit
 from sandbox_runtime.swe.grading import grade
@@ -57,7 +58,16 @@ from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["R2EGymRuntime", "ToolScripts", "install", "tool_files", "uninstall"]
+__all__ = [
+    "R2EGymRuntime",
+    "ToolScripts",
+    "install",
+    "run_command",
+    "strip_colours",
+    "timeout_message",
+    "tool_files",
+    "uninstall",
+]
 
 logger = logging.getLogger("sandbox_runtime.r2egym")
 
@@ -97,6 +107,35 @@ def _parsed_commit(payload: str) -> Any:
     except ImportError:
         return _OwnParsedCommit.model_validate_json(payload)
     return ParsedCommit(**json.loads(payload))
+
+
+def run_command(
+    sandbox: SandboxRuntime, command: str, *, timeout: float, cwd: str | None = None
+) -> tuple[ExecResult, str]:
+    """Run ``command`` as R2E-Gym's runtime runs it; returns the result and R2E-Gym's status.
+
+    The status is ``"0"``, ``"Error: Exit code N"``, or ``"-1"`` when the command timed out
+    (or exited 124, as ``timeout`` does). :data:`FALLBACK_BIN` and R2E-Gym's interpreter
+    directories come first on ``PATH``.
+    """
+    result = sandbox.exec(
+        f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {command}', cwd=cwd, timeout=timeout
+    )
+    if result.timed_out or result.exit_code == 124:
+        return result, "-1"
+    if result.exit_code != 0:
+        return result, f"Error: Exit code {result.exit_code}"
+    return result, "0"
+
+
+def timeout_message(timeout: float) -> str:
+    """What R2E-Gym's runtime says of a command that ran out of time."""
+    return f"The command took too long to execute (>{timeout:g}s)"
+
+
+def strip_colours(text: str) -> str:
+    """Output without ANSI colour codes and carriage returns, as R2E-Gym cleans it."""
+    return _ANSI.sub("", text)
 
 
 def tool_files(scaffold: str = "r2egym") -> list[Path]:
@@ -286,32 +325,24 @@ class R2EGymRuntime(_RuntimeBase):
         message with ``"-1"``; stdout and stderr are one text, as R2E-Gym's are.
         """
         command = f"{code} {args}" if args else code
-        result = self.sandbox.exec(
-            f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {command}',
-            cwd=workdir or self.repo_path,
-            timeout=timeout,
+        result, status = run_command(
+            self.sandbox, command, cwd=workdir or self.repo_path, timeout=timeout
         )
-        if result.timed_out or result.exit_code == 124:
-            return f"The command took too long to execute (>{timeout}s)", "-1"
-        if result.exit_code != 0:
-            return result.output, f"Error: Exit code {result.exit_code}"
-        return _ANSI.sub("", result.output), "0"
+        if status == "-1":
+            return timeout_message(timeout), status
+        return (strip_colours(result.output) if status == "0" else result.output), status
 
     def demux_run(
         self, code: str, timeout: float = CMD_TIMEOUT, args: str = "", workdir: str | None = None
     ) -> tuple[str, str, str]:
         """Like :meth:`run`, with stdout and stderr apart: ``(stdout, stderr, code)``."""
         command = f"{code} {args}" if args else code
-        result = self.sandbox.exec(
-            f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {command}',
-            cwd=workdir or self.repo_path,
-            timeout=timeout,
+        result, status = run_command(
+            self.sandbox, command, cwd=workdir or self.repo_path, timeout=timeout
         )
-        if result.timed_out or result.exit_code == 124:
-            return "", f"The command took too long to execute (>{timeout}s)", "-1"
-        if result.exit_code != 0:
-            return result.stdout, result.stderr, f"Error: Exit code {result.exit_code}"
-        return result.stdout, result.stderr, "0"
+        if status == "-1":
+            return "", timeout_message(timeout), status
+        return result.stdout, result.stderr, status
 
     # -- files ---------------------------------------------------------------------------
 
@@ -373,12 +404,12 @@ class R2EGymRuntime(_RuntimeBase):
     def run_tests(self, timeout: float = 300) -> tuple[str, str]:
         """R2E-Gym's ``run_tests.sh`` as the agent could run it (colour codes removed)."""
         output, code = self.run(f"bash {self.alt_path}/run_tests.sh", timeout=timeout)
-        return _ANSI.sub("", output), code
+        return strip_colours(output), code
 
     def demux_run_tests(self) -> tuple[str, str, str]:
         """:meth:`run_tests` with stdout and stderr apart."""
         stdout, stderr, code = self.demux_run(f"bash {self.alt_path}/run_tests.sh")
-        return _ANSI.sub("", stdout), _ANSI.sub("", stderr), code
+        return strip_colours(stdout), strip_colours(stderr), code
 
     def _calculate_reward(
         self, get_test_output: bool = False, timeout: float = 300

@@ -40,14 +40,19 @@ the same methods, so nothing here needs rLLM to run or to be tested.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.integrations.r2egym import FALLBACK_BIN, ToolScripts, tool_files
+from sandbox_runtime.integrations.r2egym import (
+    ToolScripts,
+    run_command,
+    strip_colours,
+    timeout_message,
+    tool_files,
+)
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
@@ -90,10 +95,8 @@ SETTINGS = (
 )
 #: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
 _SCRIPT_DIR = "/usr/local/bin"
-_R2E_PATH = "/root/.venv/bin:/root/.local/bin:/root/.cargo/bin"
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m|\r")
 
 
 def _plain(value: Any) -> Any:
@@ -223,16 +226,11 @@ class SWEEnv(_EnvBase):
             # RepoEnv refuses a tool it did not install and shows the call with no output.
             return frame_script_output(call.name, "", "-1"), 0.0, False, info | {"error": True}
         timeout = self.options.step_timeout
-        result = sandbox.exec(
-            f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {bash_command(call)}',
-            timeout=timeout,
-        )
-        if result.timed_out or result.exit_code == 124:
-            output, status = f"The command took too long to execute (>{timeout:g}s)", "-1"
-        elif result.exit_code != 0:
-            output, status = result.output, f"Error: Exit code {result.exit_code}"
+        result, status = run_command(sandbox, bash_command(call), timeout=timeout)
+        if status == "-1":
+            output = timeout_message(timeout)
         else:
-            output, status = _ANSI.sub("", result.output), "0"
+            output = strip_colours(result.output) if status == "0" else result.output
         info |= {"exit_code": result.exit_code, "duration": result.duration}
         return frame_script_output(call.name, output, status), 0.0, False, info
 
