@@ -28,11 +28,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sandbox_runtime.config import SandboxConfig
+from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import _DEFAULT, SandboxRuntime
 
 __all__ = [
     "DEFAULT_MAX_WORKERS",
+    "AsyncLease",
+    "AsyncSandboxPool",
     "AsyncSandboxRuntime",
     "default_executor",
     "set_default_max_workers",
@@ -254,3 +257,90 @@ class AsyncSandboxRuntime:
     async def reset(self, *, base: str | None = None, cwd: str | None = None) -> None:
         """Return the repository to the base commit."""
         await self._run(self._sync.reset, base=base, cwd=cwd)
+
+
+class AsyncLease:
+    """A sandbox from an :class:`AsyncSandboxPool`; ``async with`` it (see :class:`Lease`)."""
+
+    def __init__(self, pool: AsyncSandboxPool, *, reuse: bool, timeout: float | None) -> None:
+        self._pool = pool
+        self._reuse = reuse
+        self._timeout = timeout
+        self._lease: Lease | None = None
+
+    async def __aenter__(self) -> AsyncSandboxRuntime:
+        pool = self._pool
+        lease = await pool._run(pool.sync.acquire, reuse=self._reuse, timeout=self._timeout)
+        self._lease = lease
+        return AsyncSandboxRuntime.wrap(lease.sandbox, executor=pool._executor)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._lease is not None:
+            await self._pool._run(self._lease.release, reuse=self._reuse and exc_type is None)
+
+
+class AsyncSandboxPool:
+    """Asyncio facade over a :class:`SandboxPool`: ``async with pool.acquire() as sandbox``.
+
+    The pool's own threads start sandboxes in the background; only ``acquire``, release and
+    close run in ``executor`` (as do the leased sandboxes' calls).
+    """
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        /,
+        *,
+        size: int,
+        executor: Executor | None = None,
+        **fields: Any,
+    ) -> None:
+        self._pool = SandboxPool(config, size=size, **fields)
+        self._executor = executor
+
+    @property
+    def sync(self) -> SandboxPool:
+        """The synchronous pool underneath."""
+        return self._pool
+
+    def stats(self) -> PoolStats:
+        """The pool's counters now."""
+        return self._pool.stats()
+
+    async def _run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+        return await loop.run_in_executor(self._executor or default_executor(), call)
+
+    async def start(self) -> AsyncSandboxPool:
+        """Begin filling the pool."""
+        self._pool.start()  # only schedules starts: it does not block
+        return self
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the pool is full; see :meth:`SandboxPool.wait_ready`."""
+        return await self._run(self._pool.wait_ready, timeout)
+
+    def acquire(self, *, reuse: bool = False, timeout: float | None = None) -> AsyncLease:
+        """A lease to ``async with``; see :meth:`SandboxPool.acquire`."""
+        return AsyncLease(self, reuse=reuse, timeout=timeout)
+
+    async def close(self) -> None:
+        """Drain the pool; see :meth:`SandboxPool.close`."""
+        await self._run(self._pool.close)
+
+    async def __aenter__(self) -> AsyncSandboxPool:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -115,6 +115,8 @@ class SandboxInfo:
     expires_at: float | None
     owner: str | None
     """``host:pid`` of the process that created it."""
+    pool: str | None = None
+    """The id of the :class:`~sandbox_runtime.SandboxPool` that started it, if one did."""
 
     @classmethod
     def from_labels(cls, backend: str, sandbox_id: str, labels: Mapping[str, str]) -> SandboxInfo:
@@ -129,6 +131,7 @@ class SandboxInfo:
             created_at=ownership.timestamp(labels, ownership.CREATED_AT),
             expires_at=ownership.timestamp(labels, ownership.EXPIRES_AT),
             owner=f"{host}:{pid}" if host and pid else None,
+            pool=labels.get(ownership.POOL),
         )
 
     def matches(self, wanted: Mapping[str, str]) -> bool:
