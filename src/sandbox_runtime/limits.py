@@ -1,9 +1,9 @@
 """Bounded concurrent starts per engine.
 
 A container engine or a cluster does not start sandboxes faster because more are asked for
-at once: dockerd serialises much of a container's creation, and past a few dozen parallel
-creates it answers with timeouts and 500s (network namespace and overlay set-up contend for
-the same locks), which callers then retry, making it worse.  So every
+at once: dockerd does much of a container's creation under shared locks (network namespace
+and overlay set-up), so a burst of hundreds of creates only queues inside it until calls time
+out or fail with 500s, which callers then retry, making it worse.  So every
 :meth:`SandboxRuntime.start` first takes a slot from a semaphore shared by all sandboxes of
 the same backend and engine in this process; the rest queue, in order, and none is failed.
 

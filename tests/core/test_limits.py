@@ -68,7 +68,7 @@ def test_without_a_bound_starts_run_together(slow_local_starts: list[int], tmp_p
 def test_docker_bounds_its_starts_by_default_per_engine() -> None:
     from sandbox_runtime.backends.docker import DockerBackend, DockerOptions
 
-    assert limits.start_limit(DockerBackend) == DockerBackend.max_concurrent_starts == 8
+    assert limits.start_limit(DockerBackend) == DockerBackend.max_concurrent_starts == 32
     one = DockerBackend.engine_key(DockerOptions(docker_host="unix:///a.sock"))
     other = DockerBackend.engine_key(DockerOptions(docker_host="tcp://b:2375"))
     assert one != other
