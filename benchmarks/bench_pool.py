@@ -32,7 +32,6 @@ from sandbox_runtime import (
     SandboxRuntime,
     limits,
 )
-from sandbox_runtime.backends.docker import DockerBackend
 
 DEFAULT_IMAGE = "sandbox-runtime-test/base:bookworm"
 
@@ -99,6 +98,8 @@ def bench_async(tmp: str, calls: int) -> None:
 
 
 def bench_parallel_starts(image: str, count: int) -> None:
+    from sandbox_runtime.backends.docker import DockerBackend  # only with docker-py
+
     config = SandboxConfig(backend="docker", image=image, lifetime=600)
 
     def start_one(_: int) -> tuple[float, str | None]:
