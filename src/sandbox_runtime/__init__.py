@@ -11,7 +11,7 @@ Open a sandbox on any installed backend with the same code::
 The public API is what this module exports; everything in ``_``-prefixed modules is private.
 """
 
-from sandbox_runtime.aio import AsyncSandboxRuntime
+from sandbox_runtime.aio import AsyncSandboxPool, AsyncSandboxRuntime
 from sandbox_runtime.backend import (
     Availability,
     Backend,
@@ -38,6 +38,8 @@ from sandbox_runtime.errors import (
     SandboxStartError,
     SandboxTimeoutError,
 )
+from sandbox_runtime.limits import set_start_limit
+from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime.registry import BackendInfo, list_backends, load_backend
 from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import SandboxRuntime, list_sandboxes
@@ -46,6 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TIMEOUT_EXIT_CODE",
+    "AsyncSandboxPool",
     "AsyncSandboxRuntime",
     "Availability",
     "Backend",
@@ -60,8 +63,10 @@ __all__ = [
     "ExecRequest",
     "ExecResult",
     "FileInfo",
+    "Lease",
     "PatchResult",
     "PathEscapeError",
+    "PoolStats",
     "ReapedSandbox",
     "Resources",
     "SandboxClosedError",
@@ -72,6 +77,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxIsADirectoryError",
     "SandboxNotADirectoryError",
+    "SandboxPool",
     "SandboxReadOnlyError",
     "SandboxRuntime",
     "SandboxStartError",
@@ -80,4 +86,5 @@ __all__ = [
     "list_backends",
     "list_sandboxes",
     "load_backend",
+    "set_start_limit",
 ]

@@ -115,6 +115,8 @@ class SandboxInfo:
     expires_at: float | None
     owner: str | None
     """``host:pid`` of the process that created it."""
+    pool: str | None = None
+    """The id of the :class:`~sandbox_runtime.SandboxPool` that started it, if one did."""
 
     @classmethod
     def from_labels(cls, backend: str, sandbox_id: str, labels: Mapping[str, str]) -> SandboxInfo:
@@ -129,6 +131,7 @@ class SandboxInfo:
             created_at=ownership.timestamp(labels, ownership.CREATED_AT),
             expires_at=ownership.timestamp(labels, ownership.EXPIRES_AT),
             owner=f"{host}:{pid}" if host and pid else None,
+            pool=labels.get(ownership.POOL),
         )
 
     def matches(self, wanted: Mapping[str, str]) -> bool:
@@ -165,6 +168,9 @@ class Backend(abc.ABC, Generic[OptionsT]):
     extra: ClassVar[str | None] = None
     #: What this backend can do beyond the primitives (see :class:`Capability`).
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    #: How many sandboxes may start at once on one engine in this process (``None``: no
+    #: bound); the rest wait their turn (``sandbox_runtime.limits``).
+    max_concurrent_starts: ClassVar[int | None] = None
 
     def __init__(self, config: SandboxConfig, options: OptionsT) -> None:
         self.config = config
@@ -204,6 +210,15 @@ class Backend(abc.ABC, Generic[OptionsT]):
         its options (``repoenv`` runs on an engine of the user's choice) overrides this.
         """
         return cls.capabilities
+
+    @classmethod
+    def engine_key(cls, options: BackendOptions) -> str:
+        """Which engine or control plane sandboxes opened with ``options`` use.
+
+        Start bounds and rate limits are shared by the sandboxes with the same key; the
+        default, one engine per backend, suits backends that have only one.
+        """
+        return ""
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:

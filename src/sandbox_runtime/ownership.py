@@ -41,6 +41,9 @@ CREATED_AT = f"{LABEL_PREFIX}.created-at"
 EXPIRES_AT = f"{LABEL_PREFIX}.expires-at"
 #: The sandbox's working directory, so that a client reconnecting by id gets it back.
 WORKDIR = f"{LABEL_PREFIX}.workdir"
+#: The :class:`~sandbox_runtime.SandboxPool` that started the sandbox (a pool's id), so its
+#: sandboxes can be listed; reaping needs only the owner labels every sandbox has.
+POOL = f"{LABEL_PREFIX}.pool"
 
 
 @dataclass(frozen=True, slots=True)

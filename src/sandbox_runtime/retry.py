@@ -5,7 +5,9 @@ remove, rate limits), never a command: running ``pip install`` twice because a r
 lost is not what anyone asked for.  Backoff is jittered so that many rollouts hitting the
 same daemon or cloud API do not retry in lockstep, and bounded in attempts and in time.  A
 service that says when to come back (HTTP ``Retry-After``) is believed: the wait is at least
-what it asked for, as long as the call's time bound allows it.
+what it asked for, as long as the call's time bound allows it, and with a shared
+:class:`~sandbox_runtime.ratelimit.RateLimiter` every other call to the same control plane
+waits too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from tenacity import (
     stop_after_attempt,
     stop_after_delay,
 )
+
+from sandbox_runtime.ratelimit import RateLimiter
 
 __all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds"]
 
@@ -75,6 +79,7 @@ def call_with_retries(
     description: str,
     policy: RetryPolicy = DEFAULT_POLICY,
     retry_after: Callable[[BaseException], float | None] | None = None,
+    limiter: RateLimiter | None = None,
 ) -> T:
     """Call ``operation``; on a retryable error, wait with full jitter and try again.
 
@@ -82,6 +87,9 @@ def call_with_retries(
     jittered backoff is used when it says nothing, and the wait never runs past the policy's
     time bound.  The last error is re-raised unchanged once the attempts or the time run
     out, so callers translate it exactly as they would a first failure.
+
+    ``limiter`` is the control plane's: every attempt waits for its turn there, and a wait
+    the service asked for pauses the limiter, so concurrent callers hold off as well.
     """
     began = time.monotonic()
 
@@ -91,6 +99,8 @@ def call_with_retries(
         )
         error = state.outcome.exception() if state.outcome is not None else None
         asked = retry_after(error) if retry_after is not None and error is not None else None
+        if asked is not None and limiter is not None:
+            limiter.pause(asked)
         chosen = max(backoff, asked) if asked is not None else backoff
         return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
 
@@ -113,4 +123,11 @@ def call_with_retries(
         before_sleep=log_retry,
         reraise=True,
     )
-    return retrying(operation)
+    if limiter is None:
+        return retrying(operation)
+
+    def limited() -> T:
+        limiter.acquire()
+        return operation()
+
+    return retrying(limited)

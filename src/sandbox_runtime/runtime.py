@@ -29,6 +29,7 @@ from sandbox_runtime.errors import (
     SandboxError,
     SandboxGoneError,
 )
+from sandbox_runtime.limits import start_slot
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 
@@ -167,14 +168,16 @@ class SandboxRuntime:
                 return self
             if self._state is _State.CLOSED:
                 raise SandboxClosedError("this sandbox was closed; open a new one")
-            began = time.monotonic()
-            self._backend.start()
+            with start_slot(type(self._backend), self._backend.options) as waited:
+                began = time.monotonic()
+                self._backend.start()
             self._state = _State.STARTED
         logger.debug(
-            "started %s sandbox %s in %.3fs",
+            "started %s sandbox %s in %.3fs (%.3fs waiting for a start slot)",
             self._config.backend,
             self.id,
             time.monotonic() - began,
+            waited,
         )
         return self
 

@@ -89,6 +89,21 @@ def register(subparsers: Any) -> None:
         help="run a task that ended in an error (no reward) again, in a fresh sandbox, up to "
         "N times; a graded 0 is never retried",
     )
+    run.add_argument(
+        "--warm",
+        type=count,
+        default=0,
+        metavar="N",
+        help="keep up to N sandboxes started ahead of the tasks that will use them, per "
+        "distinct image and settings (a SandboxPool each); default 0",
+    )
+    run.add_argument(
+        "--max-starts",
+        type=positive_int,
+        metavar="N",
+        help="at most N sandboxes of the backend start at once (default: the backend's own "
+        "bound, 32 for docker)",
+    )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
     run.add_argument("--script", type=Path, help="scripted agent: JSON script of tool calls")
@@ -266,7 +281,12 @@ def _run(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         backend_options=options_for_backend,
         retries=args.retries,
+        warm=args.warm,
     )
+    if args.max_starts is not None:
+        from sandbox_runtime.limits import set_start_limit
+
+        set_start_limit(args.backend, args.max_starts)
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

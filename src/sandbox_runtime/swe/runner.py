@@ -26,6 +26,7 @@ from sandbox_runtime.backend import Capability
 from sandbox_runtime.config import SandboxConfig
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.ownership import default_run_id
+from sandbox_runtime.pool import Lease
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.runtime import SandboxRuntime, validate_options
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
@@ -34,6 +35,7 @@ from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
 
 __all__ = ["RunOptions", "Runner", "task_sandbox_config"]
 
@@ -58,6 +60,9 @@ class RunOptions:
     backend_options: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     """Times a task that ended in an error (no reward) is run again, each in a fresh sandbox."""
+    warm: int = 0
+    """Sandboxes kept started ahead of the tasks per distinct sandbox configuration
+    (``swe.warm``); 0 starts each task's sandbox when the task begins."""
 
 
 def task_sandbox_config(
@@ -84,7 +89,7 @@ def task_sandbox_config(
         exec_timeout=max(options.step_timeout, options.test_timeout),
         lifetime=options.lifetime,
         run_id=run_id,
-        labels={"sandbox-runtime.task": task.task_id[:63]},
+        labels={TASK_LABEL: task.task_id[:63]},
         options=backend_options,
     )
 
@@ -117,6 +122,7 @@ class Runner:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._open: dict[int, SandboxRuntime] = {}
+        self._pools: WarmPools | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -126,6 +132,8 @@ class Runner:
     def cancel(self) -> int:
         """Stop launching, stop agents, close every open sandbox; returns how many closed."""
         self._cancel.set()
+        if self._pools is not None:
+            self._pools.close()  # workers waiting in acquire() get SandboxClosedError
         with self._lock:
             sandboxes = list(self._open.values())
         for sandbox in sandboxes:
@@ -147,6 +155,8 @@ class Runner:
         notice, and propagates.
         """
         outcomes: dict[int, TaskOutcome] = {}
+        if self.options.warm > 0:
+            self._pools = WarmPools(self.tasks, self.options.warm)
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         futures: dict[Future[TaskOutcome], int] = {
             executor.submit(self._with_retries, task): index
@@ -170,6 +180,8 @@ class Runner:
             raise
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
+            if self._pools is not None:
+                self._pools.close()
         return [outcomes[index] for index in sorted(outcomes)]
 
     def _config(self, task: Task) -> SandboxConfig:
@@ -221,11 +233,18 @@ class Runner:
             return outcome
         began = time.monotonic()
         sandbox: SandboxRuntime | None = None
+        lease: Lease | None = None
         try:
-            sandbox = SandboxRuntime(self._config(task))
-            with self._lock:
-                self._open[id(sandbox)] = sandbox
-            sandbox.start()
+            if self._pools is not None:
+                lease = self._pools.acquire(task, self._config(task))
+                sandbox = lease.sandbox
+                with self._lock:
+                    self._open[id(sandbox)] = sandbox
+            else:
+                sandbox = SandboxRuntime(self._config(task))
+                with self._lock:
+                    self._open[id(sandbox)] = sandbox
+                sandbox.start()
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
@@ -242,7 +261,10 @@ class Runner:
         finally:
             if sandbox is not None:
                 try:
-                    sandbox.close()
+                    if lease is not None:
+                        lease.release()
+                    else:
+                        sandbox.close()
                 except SandboxError as exc:
                     logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
                 with self._lock:

@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from sandbox_runtime.config import BackendOptions
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.ratelimit import limiter_for
 
 from .cloud import AgsCloudClient
 from .e2b_api import E2bApi
@@ -69,6 +70,12 @@ class AgsOptions(BackendOptions):
     """Data-plane ``AuthMode`` of started instances (cloud only); default: the service's."""
     request_timeout: float = Field(default=60.0, gt=0)
     """Seconds before one control-plane or data-plane request is abandoned."""
+    api_qps: float | None = Field(default=None, gt=0)
+    """Control-plane requests per second this process sends (Cloud API or E2B API), shared
+    by all its sandboxes; ``None``: no client-side quota (a rate-limit answer still pauses
+    every call).  Set it to your account's StartSandboxInstance quota to stay under it."""
+    api_burst: int | None = Field(default=None, ge=1)
+    """Control-plane requests allowed at once above ``api_qps`` (default: one second's worth)."""
     envd_version: str = "0.5.7"
     """envd version assumed for instances started through the Cloud API (the E2B API says)."""
 
@@ -124,10 +131,12 @@ def e2b_api(opts: AgsOptions) -> E2bApi:
     if opts.api_key is None:
         raise ConfigError("the ags backend's e2b control plane needs E2B_API_KEY (ark_...)")
     api_url, _sandbox_url = opts.e2b_urls()
+    url = api_url or f"https://api.{opts.resolved_domain}"
     return E2bApi(
-        api_url or f"https://api.{opts.resolved_domain}",
+        url,
         opts.api_key,
         request_timeout=opts.request_timeout,
+        limiter=limiter_for(f"ags-e2b:{url}", opts.api_qps, opts.api_burst),
     )
 
 
@@ -147,4 +156,5 @@ def cloud_client(opts: AgsOptions) -> AgsCloudClient:
         endpoint=host,
         scheme=scheme,
         request_timeout=opts.request_timeout,
+        limiter=limiter_for(f"ags-cloud:{scheme}://{host}", opts.api_qps, opts.api_burst),
     )

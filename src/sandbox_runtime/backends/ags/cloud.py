@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
+from sandbox_runtime.ratelimit import RateLimiter
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 try:
@@ -75,6 +76,18 @@ _TRANSIENT_CODES = frozenset(
 _RATE_LIMIT_CODES = frozenset({"RequestLimitExceeded"})
 #: The largest page every listing action accepts (``Limit`` / ``MaxResults``).
 PAGE_LIMIT = 100
+
+
+#: The Cloud API's quotas are requests per second and its refusal carries no Retry-After: a
+#: refusal pauses the control plane for one quota window.
+_RATE_LIMIT_PAUSE = 1.0
+
+
+def _rate_limit_pause(exc: BaseException) -> float | None:
+    """The pause a Cloud API refusal calls for: one second for ``RequestLimitExceeded``."""
+    if isinstance(exc, AgsApiError) and exc.code in _RATE_LIMIT_CODES:
+        return _RATE_LIMIT_PAUSE
+    return None
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
@@ -198,6 +211,7 @@ class CloudApiClient:
         scheme: str = "https",
         request_timeout: float = 60.0,
         retry_policy: RetryPolicy | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         _install_log_filter()
         self.region = region
@@ -217,6 +231,7 @@ class CloudApiClient:
         )
         self._client = self.sdk_client(cred, region, profile)
         self._policy = retry_policy or RetryPolicy(attempts=6, max_delay=90.0)
+        self._limiter = limiter
 
     def __repr__(self) -> str:
         return (
@@ -260,7 +275,12 @@ class CloudApiClient:
             return isinstance(exc, AgsApiError) and exc.code in retryable
 
         result: dict[str, Any] = call_with_retries(
-            once, is_retryable, description=f"{self.label} {action}", policy=self._policy
+            once,
+            is_retryable,
+            description=f"{self.label} {action}",
+            policy=self._policy,
+            retry_after=_rate_limit_pause,
+            limiter=self._limiter,
         )
         logger.debug("%s %s done", self.label, action)
         return result

@@ -23,6 +23,7 @@ import httpx
 from pydantic import SecretStr
 
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
+from sandbox_runtime.ratelimit import RateLimiter
 from sandbox_runtime.retry import RetryPolicy, call_with_retries, retry_after_seconds
 
 __all__ = ["E2bApi", "E2bApiError", "SandboxGrant"]
@@ -54,8 +55,16 @@ class SandboxGrant:
 class E2bApi:
     """One API key's view of the E2B-compatible API; thread-safe."""
 
-    def __init__(self, api_url: str, api_key: SecretStr, *, request_timeout: float) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        api_key: SecretStr,
+        *,
+        request_timeout: float,
+        limiter: RateLimiter | None = None,
+    ) -> None:
         self._key = api_key
+        self._limiter = limiter
         self._client = httpx.Client(base_url=api_url.rstrip("/"), timeout=request_timeout)
         self._policy = RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
 
@@ -101,6 +110,7 @@ class E2bApi:
                 description=f"AGS e2b {method} {path.split('?')[0]}",
                 policy=self._policy,
                 retry_after=lambda exc: exc.retry_after if isinstance(exc, E2bApiError) else None,
+                limiter=self._limiter,
             )
         except httpx.ConnectError as exc:
             raise BackendUnavailableError(f"cannot reach the AGS E2B API: {exc}") from exc

@@ -41,6 +41,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 from sandbox_runtime.ownership import MANAGED, why_reapable
+from sandbox_runtime.ratelimit import RateLimiter, limiter_for
 from sandbox_runtime.results import ExecResult
 from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
@@ -114,6 +115,11 @@ def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> Sandbox
 _EXEC_OPEN_POLICY = RetryPolicy(attempts=6, max_delay=30.0)
 
 
+def _limiter(cluster: Cluster, options: KubernetesOptions) -> RateLimiter:
+    """The API server's limiter: one per server in this process (``sandbox_runtime.ratelimit``)."""
+    return limiter_for(f"kubernetes:{cluster.server}", options.api_qps, options.api_burst)
+
+
 class KubernetesBackend(Backend[KubernetesOptions]):
     """A sandbox as a Kubernetes pod; see the module docstring."""
 
@@ -165,7 +171,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def _call(self, description: str, operation: Any) -> Any:
         return call_with_retries(
-            operation, retryable, description=description, retry_after=retry_after
+            operation,
+            retryable,
+            description=description,
+            retry_after=retry_after,
+            limiter=_limiter(self.cluster, self.options),
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -418,6 +428,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                 description=f"exec in pod {self._pod}",
                 policy=_EXEC_OPEN_POLICY,
                 retry_after=retry_after,
+                limiter=_limiter(cluster, self.options),
             )
         except Exception as exc:
             raise self._exec_failure(exc) from exc
@@ -536,6 +547,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     retryable,
                     description="list pods",
                     retry_after=retry_after,
+                    limiter=_limiter(cluster, opts),
                 )
             )
         except Exception as exc:

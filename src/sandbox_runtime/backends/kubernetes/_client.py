@@ -27,6 +27,7 @@ try:
     import kubernetes.client
     import kubernetes.config
     import urllib3.exceptions
+    import urllib3.util
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 except ImportError as exc:  # pragma: no cover - exercised by the registry's error path
@@ -133,6 +134,9 @@ def _load(options: KubernetesOptions) -> tuple[Any, str]:
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         configuration.refresh_api_key_hook = None
     configuration.connection_pool_maxsize = options.max_pool_size
+    # urllib3 would sleep out a 429's Retry-After inside the one refused call, unseen; the
+    # answer has to reach ``call_with_retries``, which pauses every call to the server.
+    configuration.retries = urllib3.util.Retry(3, respect_retry_after_header=False)
     return configuration, options.namespace or namespace
 
 

@@ -55,6 +55,12 @@ class KubernetesOptions(BackendOptions):
     """Seconds before one API request is abandoned."""
     max_pool_size: int = Field(default=64, gt=0)
     """HTTP connections kept to the API server; raise it for many parallel sandboxes."""
+    api_qps: float | None = Field(default=None, gt=0)
+    """Requests per second this process sends the API server, shared by all its sandboxes
+    (``None``: no client-side quota; a 429's ``Retry-After`` still pauses every call).
+    client-go's default, which kubectl and controllers use, is 5."""
+    api_burst: int | None = Field(default=None, ge=1)
+    """Requests allowed at once above ``api_qps`` (default: one second's worth; client-go: 10)."""
 
     @field_validator("namespace", "service_account", "runtime_class_name")
     @classmethod

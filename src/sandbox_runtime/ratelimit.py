@@ -1,0 +1,123 @@
+"""Client-side rate limits, one per control plane, that every caller in the process shares.
+
+A cloud API or a Kubernetes API server limits requests per second per account or client
+(AGS's ``RequestLimitExceeded``, an API server's 429 with ``Retry-After`` under priority and
+fairness).  Without a shared limit, 200 rollout threads each learn that the hard way: each
+is refused, each backs off on its own, and their retries arrive together and are refused
+again.  So calls to one control plane go through one :class:`RateLimiter`:
+
+- a token bucket (``rate`` requests per second, ``burst`` at once) keeps the client under a
+  quota it knows, queueing callers in order instead of letting the server refuse them;
+- a refusal that says when to come back (``Retry-After``, or a rate-limit code) pauses the
+  whole control plane, not just the refused call, so the other threads stop too.
+
+:func:`~sandbox_runtime.retry.call_with_retries` takes a limiter: it waits for a token before
+every attempt and pauses the limiter when a retryable error asks for a wait.  Backends keep
+one limiter per control plane (:func:`limiter_for`), configured from their options
+(``api_qps``, ``api_burst``).  Only the pause is on by default: a quota is the user's to
+state, since it depends on their account or cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+__all__ = ["RateLimiter", "limiter_for"]
+
+logger = logging.getLogger("sandbox_runtime.ratelimit")
+
+#: Longest pause a server may impose through one answer: a ``Retry-After`` of an hour is a
+#: misconfigured proxy, not a reason to stop every thread for an hour.
+MAX_PAUSE = 300.0
+
+
+class RateLimiter:
+    """A token bucket with a shared pause; thread safe.  ``rate=None``: no bucket, pause only."""
+
+    def __init__(self, rate: float | None = None, burst: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._rate: float | None = None
+        self._burst = 1.0
+        self._tokens = float("inf")  # a new limiter starts with a full bucket (configure)
+        self._stamp = time.monotonic()
+        self._paused_until = 0.0
+        self._pauses = 0
+        self.configure(rate, burst)
+
+    @property
+    def rate(self) -> float | None:
+        """Requests per second, or None when only pauses apply."""
+        return self._rate
+
+    def configure(self, rate: float | None, burst: int | None = None) -> None:
+        """Set the quota: ``rate`` per second, ``burst`` (default: one second's worth) at once."""
+        if rate is not None and rate <= 0:
+            raise ValueError(f"a rate must be positive (or None), got {rate}")
+        if burst is not None and burst < 1:
+            raise ValueError(f"a burst must be at least 1, got {burst}")
+        with self._lock:
+            self._rate = rate
+            self._burst = float(burst if burst is not None else max(1, round(rate or 1)))
+            self._tokens = min(self._tokens, self._burst)
+
+    def acquire(self) -> float:
+        """Wait for this call's turn; returns the seconds waited.
+
+        Each caller reserves its token under the lock (the bucket may go negative: a queue of
+        reservations), then sleeps outside it, so callers pass in the order they came.
+        """
+        with self._lock:
+            now = time.monotonic()
+            wait = 0.0
+            if self._rate is not None:
+                self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
+                self._stamp = now
+                self._tokens -= 1.0
+                if self._tokens < 0:
+                    wait = -self._tokens / self._rate
+            wait = max(wait, self._paused_until - now)
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+    def pause(self, seconds: float) -> None:
+        """Let no call through for ``seconds`` from now (a longer pause already set stays)."""
+        seconds = min(max(0.0, seconds), MAX_PAUSE)
+        with self._lock:
+            until = time.monotonic() + seconds
+            self._pauses += 1
+            if until > self._paused_until:
+                self._paused_until = until
+                logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)
+
+    @property
+    def pauses(self) -> int:
+        """How many times the control plane asked for a pause (for logs and tests)."""
+        return self._pauses
+
+    def paused_for(self) -> float:
+        """Seconds left of the current pause (0 when none)."""
+        with self._lock:
+            return max(0.0, self._paused_until - time.monotonic())
+
+
+_limiters: dict[str, RateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def limiter_for(key: str, rate: float | None = None, burst: int | None = None) -> RateLimiter:
+    """The process's limiter of the control plane ``key`` (e.g. ``kubernetes:https://host``).
+
+    Made on first use; a later call with another ``rate``/``burst`` reconfigures it (the
+    newest options win), so every sandbox of one control plane shares one bucket.
+    """
+    with _limiters_lock:
+        limiter = _limiters.get(key)
+        if limiter is None:
+            limiter = _limiters[key] = RateLimiter(rate, burst)
+            return limiter
+    if limiter.rate != rate or (burst is not None and limiter._burst != burst):
+        limiter.configure(rate, burst)
+    return limiter

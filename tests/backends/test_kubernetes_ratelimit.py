@@ -1,0 +1,47 @@
+"""The kubernetes backend shares one rate limiter per API server, paused by 429 Retry-After."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sandbox_runtime import SandboxConfig, SandboxRuntime
+from sandbox_runtime.ratelimit import limiter_for
+from tests.conftest import DOCKER_IMAGE, kubernetes_problem, require
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_429_retry_after_pauses_every_call_to_the_server_and_nothing_fails() -> None:
+    require(kubernetes_problem())
+    from sandbox_runtime.emulators.kubernetes._http import parse_fault_spec
+    from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+
+    # 429 with Retry-After: 1 on a tenth of the requests: a hundred or so requests meet about
+    # ten, and five in a row (which exhaust one call's retries, by design) almost never.
+    faults = [parse_fault_spec("api:0.1:rate_limit")]
+    with KubernetesEmulator(faults=faults, fault_seed=5) as emulator:
+        options = emulator.backend_options(api_qps=20.0, api_burst=4)
+        config = SandboxConfig(backend="kubernetes", image=DOCKER_IMAGE, options=options)
+        from sandbox_runtime.backends.kubernetes._client import connect
+        from sandbox_runtime.backends.kubernetes._options import KubernetesOptions
+
+        server = connect(KubernetesOptions.model_validate(options)).server
+        limiter = limiter_for(f"kubernetes:{server}", 20.0, 4)
+        before = limiter.pauses
+
+        def one(number: int) -> str:
+            with SandboxRuntime(config) as sandbox:
+                return sandbox.exec(f"echo {number}").stdout
+
+        began = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4) as threads:
+            outputs = list(threads.map(one, range(4)))
+        elapsed = time.monotonic() - began
+        assert outputs == [f"{n}\n" for n in range(4)]
+        assert limiter.rate == 20.0
+        assert limiter.pauses > before, "no 429 reached the limiter (change the seed)"
+        # Each 429 holds every thread for its Retry-After of 1 s.
+        assert elapsed >= 1.0

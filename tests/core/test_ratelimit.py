@@ -1,0 +1,118 @@
+"""Client-side rate limits: a token bucket per control plane, paused by the server's answers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sandbox_runtime.ratelimit import MAX_PAUSE, RateLimiter, limiter_for
+from sandbox_runtime.retry import RetryPolicy, call_with_retries
+
+FAST = RetryPolicy(attempts=4, max_delay=10, initial_wait=0.001, max_wait=0.01)
+
+
+def test_the_bucket_lets_a_burst_through_then_spaces_calls() -> None:
+    limiter = RateLimiter(rate=20, burst=5)
+    began = time.monotonic()
+    for _ in range(5):
+        limiter.acquire()
+    assert time.monotonic() - began < 0.1, "a burst passes at once"
+    for _ in range(6):
+        limiter.acquire()
+    assert time.monotonic() - began >= 0.25, "then 20 per second"
+
+
+def test_concurrent_callers_share_the_rate() -> None:
+    limiter = RateLimiter(rate=50, burst=1)
+    began = time.monotonic()
+    threads = [
+        threading.Thread(target=lambda: [limiter.acquire() for _ in range(5)]) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # 20 calls at 50 per second: about 0.38 s whatever the number of threads.
+    assert 0.3 <= time.monotonic() - began < 2.0
+
+
+def test_a_pause_holds_every_caller_and_is_bounded() -> None:
+    limiter = RateLimiter()
+    assert limiter.acquire() == 0.0, "without a rate, only pauses apply"
+    limiter.pause(0.3)
+    limiter.pause(0.1)  # a shorter pause does not cut the longer one
+    assert limiter.pauses == 2
+    began = time.monotonic()
+    waited: list[float] = []
+    threads = [threading.Thread(target=lambda: waited.append(limiter.acquire())) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - began >= 0.25
+    assert len(waited) == 3
+    assert min(waited) >= 0.2
+    limiter.pause(10 * MAX_PAUSE)
+    assert limiter.paused_for() <= MAX_PAUSE
+
+
+class Throttled(Exception):
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"429, retry after {retry_after}s")
+        self.retry_after = retry_after
+
+
+def test_a_retry_after_pauses_the_other_callers_of_the_control_plane() -> None:
+    limiter = RateLimiter()
+    refused = threading.Event()
+    answers: list[str] = []
+
+    def refused_once() -> str:
+        if not refused.is_set():
+            refused.set()
+            raise Throttled(0.5)
+        return "created"
+
+    def other_call() -> str:
+        refused.wait()
+        began = time.monotonic()
+        call_with_retries(lambda: "listed", lambda e: False, description="list", limiter=limiter)
+        answers.append(f"other waited {time.monotonic() - began:.1f}")
+        return "listed"
+
+    other = threading.Thread(target=other_call)
+    other.start()
+    result = call_with_retries(
+        refused_once,
+        lambda e: isinstance(e, Throttled),
+        description="create",
+        policy=FAST,
+        retry_after=lambda e: e.retry_after if isinstance(e, Throttled) else None,
+        limiter=limiter,
+    )
+    other.join()
+    assert result == "created"
+    assert limiter.pauses == 1
+    assert answers
+    assert float(answers[0].split()[-1]) >= 0.3, answers
+
+
+def test_limiter_for_shares_one_limiter_per_key_and_takes_new_options() -> None:
+    one = limiter_for("test:plane-a", 5, 10)
+    assert limiter_for("test:plane-a", 5, 10) is one
+    assert limiter_for("test:plane-b") is not one
+    assert limiter_for("test:plane-a", 7).rate == 7
+    with pytest.raises(ValueError):
+        RateLimiter(rate=0)
+    with pytest.raises(ValueError):
+        RateLimiter(rate=1, burst=0)
+
+
+def test_ags_cloud_rate_limit_code_pauses_one_window() -> None:
+    pytest.importorskip("tencentcloud")
+    from sandbox_runtime.backends.ags.cloud import AgsApiError, _rate_limit_pause
+
+    assert _rate_limit_pause(AgsApiError("RequestLimitExceeded", "slow down")) == 1.0
+    assert _rate_limit_pause(AgsApiError("InternalError", "oops")) is None
