@@ -39,6 +39,7 @@ def core(k8s_emulator: Any) -> Any:
 
     configuration = kubernetes.client.Configuration()
     configuration.host = k8s_emulator.url
+    configuration.ssl_ca_cert = str(k8s_emulator.ca_file)
     configuration.api_key = {"authorization": f"Bearer {k8s_emulator.token.get_secret_value()}"}
     return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
 

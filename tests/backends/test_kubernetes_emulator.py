@@ -179,6 +179,7 @@ def test_wrong_token_is_401_unauthorized(k8s_emulator: Any) -> None:
 
     configuration = client.Configuration()
     configuration.host = k8s_emulator.url
+    configuration.ssl_ca_cert = str(k8s_emulator.ca_file)
     configuration.api_key = {"authorization": "Bearer not-the-token"}
     api = client.CoreV1Api(client.ApiClient(configuration))
     with pytest.raises(ApiException) as refused:
