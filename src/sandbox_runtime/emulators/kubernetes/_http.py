@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
 from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 
+from . import _protobuf as protobuf
 from ._docker import RuntimeProblem
 from ._exec import ExecSession, accept_headers, choose_protocol
 from ._pods import PodStore
@@ -224,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw:
             return None
         try:
+            if self.headers.get("Content-Type", "").startswith(protobuf.CONTENT_TYPE):
+                return protobuf.decode(raw)
             return json.loads(raw)
         except ValueError as exc:
             raise bad_request(f"the body of the request was in an unknown format: {exc}") from exc
@@ -476,8 +479,11 @@ class _Handler(BaseHTTPRequestHandler):
             deadline = watch_deadline(query)
             version = query.get("resourceVersion", [""])[0]
             initial: list[dict[str, Any]] = []
+            # sendInitialEvents (the watch-list of client-go >= 1.32): the current objects as
+            # ADDED, then a bookmark marking their end, whatever the version.
+            send_initial = query.get("sendInitialEvents", [""])[0].lower() == "true"
             with changes.lock:
-                if version in ("", "0"):
+                if version in ("", "0") or send_initial:
                     initial = list_objects(namespace, *selectors)
                     start = changes.version
                 else:
@@ -497,6 +503,7 @@ class _Handler(BaseHTTPRequestHandler):
                 start,
                 deadline,
                 store.closed,
+                initial_end=list_kind.removesuffix("List") if send_initial else None,
             )
             return
         with changes.lock:

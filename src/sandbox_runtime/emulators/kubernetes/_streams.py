@@ -5,7 +5,9 @@ A watch (``?watch=true``) is a response that does not end: one JSON ``WatchEvent
 sends it, until ``timeoutSeconds`` passes (default 30 to 60 minutes on a real server; 30 here)
 or the client leaves.  Without a ``resourceVersion`` (or with ``0``) it starts with an ADDED
 event per existing object; from a version it replays what changed after it, or sends an
-``ERROR`` event with a ``410 Expired`` Status when that version is no longer kept.
+``ERROR`` event with a ``410 Expired`` Status when that version is no longer kept.  With
+``sendInitialEvents=true`` (kubectl >= 1.32 watches that way) the existing objects come first
+whatever the version, then a ``BOOKMARK`` annotated ``k8s.io/initial-events-end``.
 
 Pod logs honour ``tailLines``, ``sinceSeconds`` / ``sinceTime``, ``timestamps`` (RFC 3339
 with nanoseconds, as the kubelet writes them), ``limitBytes`` and ``follow`` (the answer goes
@@ -83,16 +85,29 @@ def serve_watch(
     start: int,
     deadline: float,
     closed: threading.Event,
+    initial_end: str | None = None,
 ) -> None:
     """Stream changes of ``resource`` after version ``start`` that ``matches`` accepts.
 
-    ``initial`` objects (already selected) go first as ADDED.  Ends at ``deadline``, when the
-    emulator closes, or when the client has gone (a write fails).
+    ``initial`` objects (already selected) go first as ADDED, followed, when ``initial_end``
+    names the object kind, by the ``BOOKMARK`` event annotated ``k8s.io/initial-events-end``
+    that a ``sendInitialEvents`` watch waits for.  Ends at ``deadline``, when the emulator
+    closes, or when the client has gone (a write fails).
     """
     writer = ChunkedWriter(handler, "application/json")
     try:
         for obj in initial:
             writer.write(_event("ADDED", obj))
+        if initial_end is not None:
+            bookmark = {
+                "kind": initial_end,
+                "apiVersion": "v1",
+                "metadata": {
+                    "resourceVersion": str(start),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                },
+            }
+            writer.write(_event("BOOKMARK", bookmark))
         while not closed.is_set():
             batch = changes.since(start)
             if batch is None:
