@@ -3,10 +3,10 @@
 Typed client-go clients (``kubectl create namespace``, ``kubectl create serviceaccount``,
 ``kubectl delete`` of some kinds) send ``application/vnd.kubernetes.protobuf`` rather than
 JSON, and a real API server accepts both.  The emulator reads just what those requests carry:
-the envelope (the magic ``k8s`` and a NUL byte, then a ``runtime.Unknown`` naming apiVersion and kind), the
-object's ``ObjectMeta`` (name, generateName, namespace, labels, annotations) and, for
-``DeleteOptions``, ``gracePeriodSeconds``.  Any other field of a protobuf body is dropped (a
-difference listed in ``docs/kubernetes.md``); JSON bodies carry everything.
+the envelope (the magic ``k8s`` plus a NUL byte, then a ``runtime.Unknown`` naming apiVersion
+and kind), the object's ``ObjectMeta`` (name, generateName, namespace, labels, annotations)
+and, for ``DeleteOptions``, ``gracePeriodSeconds``.  Any other field of a protobuf body is
+dropped (a difference listed in ``docs/kubernetes.md``); JSON bodies carry everything.
 """
 
 from __future__ import annotations
