@@ -185,12 +185,20 @@ class PodStore:
             ]
 
     def purge(self, namespace: str) -> int:
-        """Delete every pod of ``namespace`` at once (its termination); how many remain."""
+        """Delete every pod of ``namespace`` with its own grace period; how many remain.
+
+        The namespace controller's part in a namespace's termination: pods already being
+        deleted are left to finish.
+        """
         with self._lock:
-            names = [name for (ns, name) in self._pods if ns == namespace]
+            names = [
+                name
+                for (ns, name), record in self._pods.items()
+                if ns == namespace and "deletionTimestamp" not in record.obj["metadata"]
+            ]
         for name in names:
             try:
-                self.delete(namespace, name, 0)
+                self.delete(namespace, name, None)
             except Exception:  # deleted meanwhile: counted below
                 logger.debug("pod %s/%s went away during its namespace's purge", namespace, name)
         with self._lock:
