@@ -44,6 +44,19 @@ def _busybox(name: str, image: str, command: list[str] | None = None) -> dict[st
     }
 
 
+def _watcher() -> Any:
+    """A ``kubernetes.watch.Watch`` (untyped in the client)."""
+    from kubernetes import watch
+
+    module: Any = watch
+    return module.Watch()
+
+
+def _message(exc: Any) -> str:
+    """The ``message`` of the Status body an ApiException carries."""
+    return str(json.loads(exc.body)["message"])
+
+
 def _wait(core: Any, name: str, phase: str, namespace: str = "default") -> Any:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -129,8 +142,6 @@ def test_missing_image_offline_is_never_pulled(core: Any) -> None:
 def test_watch_sees_the_pod_lifecycle_with_resource_versions(
     core: Any, busybox_like_image: str
 ) -> None:
-    from kubernetes import watch
-
     listed = core.list_namespaced_pod("default")
     since = listed.metadata.resource_version
     core.create_namespaced_pod(
@@ -138,7 +149,7 @@ def test_watch_sees_the_pod_lifecycle_with_resource_versions(
     )
     seen: list[tuple[str, str, int]] = []
     deleting = False
-    watcher = watch.Watch()
+    watcher = _watcher()
     for event in watcher.stream(
         core.list_namespaced_pod,
         "default",
@@ -169,15 +180,13 @@ def test_watch_sees_the_pod_lifecycle_with_resource_versions(
 def test_watch_from_now_lists_nothing_old_and_ends_at_its_timeout(
     core: Any, running_pod: str
 ) -> None:
-    from kubernetes import watch
-
     # Without a version the stream starts with what exists; from the newest one, with nothing.
-    first = next(iter(watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=5)))
+    first = next(iter(_watcher().stream(core.list_namespaced_pod, "default", timeout_seconds=5)))
     assert first["type"] == "ADDED"
     version = core.list_namespaced_pod("default").metadata.resource_version
     began = time.monotonic()
     events = list(
-        watch.Watch().stream(
+        _watcher().stream(
             core.list_namespaced_pod,
             "default",
             resource_version=version,
@@ -310,7 +319,7 @@ def test_namespaces_and_their_default_service_account(core: Any, busybox_like_im
     with pytest.raises(ApiException) as missing:
         core.create_namespaced_pod("team-a", _busybox("late", busybox_like_image))
     assert missing.value.status == 404
-    assert json.loads(missing.value.body)["details"]["kind"] == "namespaces"
+    assert _message(missing.value) == 'namespaces "team-a" not found'
     with pytest.raises(ApiException) as protected:
         core.delete_namespace("default")
     assert protected.value.status == 403
@@ -329,7 +338,7 @@ def test_terminating_namespace_refuses_new_content(core: Any, busybox_like_image
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_pod("team-b", _busybox("new", busybox_like_image))
     assert refused.value.status == 403
-    assert "being terminated" in json.loads(refused.value.body)["message"]
+    assert "being terminated" in _message(refused.value)
     # The pod is deleted with its grace period (Killing), then the namespace goes.
     deadline = time.monotonic() + 30
     while "team-b" in {ns.metadata.name for ns in core.list_namespace().items}:
@@ -351,7 +360,7 @@ def test_service_accounts(core: Any, busybox_like_image: str) -> None:
         with pytest.raises(ApiException) as refused:
             core.create_namespaced_pod("default", pod)
         assert refused.value.status == 403
-        assert "nobody" in json.loads(refused.value.body)["message"]
+        assert "nobody" in _message(refused.value)
         listed = core.list_service_account_for_all_namespaces(field_selector="metadata.name=robot")
         assert [(sa.metadata.namespace, sa.metadata.name) for sa in listed.items] == [
             ("default", "robot")
