@@ -79,6 +79,6 @@ if [ "$#" -eq 0 ]; then
     -q -n 2 -p xdist
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
-    tests/backends/test_kubernetes_emulator.py tests/conformance/test_kubernetes.py \
-    -q -n 2 -p xdist
+    tests/backends/test_kubernetes_emulator.py tests/backends/test_kubernetes_offline.py \
+    tests/conformance/test_kubernetes.py -q -n 2 -p xdist
 fi

@@ -254,13 +254,13 @@ def test_exec_text_binary_stdin_channels_and_exit_codes(core: Any, running_pod: 
         tty=False,
     )
     assert text == "hello\n"
-    script = "printf 'a\\000\\377'; echo oops >&2; cat; exit 7"
+    # Clients from 36.0 offer v5, whose close signal ends stdin; older ones only v4, so the
+    # command reads exactly the bytes sent instead of waiting for the end of its input.
+    script = "printf 'a\\000\\377'; echo oops >&2; head -c 3; exit 7"
     client = _exec(core, running_pod, ["sh", "-c", script], stdin=True, stdout=True, stderr=True)
     client.write_stdin(b"in\xfe")
-    if hasattr(ws_client, "V5_CHANNEL_PROTOCOL"):  # v5: stdin is closed with the close signal
+    if hasattr(ws_client, "V5_CHANNEL_PROTOCOL"):
         client.sock.send(bytes([255, 0]), opcode=0x2)
-    else:  # pragma: no cover - clients before 36.0 only offer v4
-        pytest.skip("this client release cannot close stdin (v4 only)")
     client.run_forever(timeout=20)
     assert client.read_stdout() == b"a\x00\xffin\xfe"
     assert client.read_stderr() == b"oops\n"
@@ -273,10 +273,11 @@ def test_exec_sends_only_the_streams_asked_for(core: Any, running_pod: str) -> N
     both = ["sh", "-c", "echo out; echo err >&2"]
     only_out = _exec(core, running_pod, both, stdout=True, stderr=False)
     only_out.run_forever(timeout=20)
-    assert (only_out.read_stdout(), only_out.read_stderr()) == (b"out\n", b"")
+    # A channel that never carried anything reads as "" in some client releases, b"" in others.
+    assert (only_out.read_stdout(), only_out.read_stderr() or b"") == (b"out\n", b"")
     only_err = _exec(core, running_pod, both, stdout=False, stderr=True)
     only_err.run_forever(timeout=20)
-    assert (only_err.read_stdout(), only_err.read_stderr()) == (b"", b"err\n")
+    assert (only_err.read_stdout() or b"", only_err.read_stderr()) == (b"", b"err\n")
     assert only_err.returncode == 0
     with pytest.raises(ApiException, match="400"):
         _exec(core, running_pod, both, stdout=False, stderr=False)
