@@ -1,18 +1,24 @@
-"""The HTTP surface: routes, authentication, JSON bodies, and the exec upgrade.
+"""The HTTP surface: routes, authentication, request bodies, lists, watches and exec.
 
-A stdlib ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive), which is
-what the synchronous ``kubernetes`` client needs: urllib3 for the REST calls and
-websocket-client for exec.  Served paths::
+A stdlib ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive, TLS
+when given a context), which is what the synchronous ``kubernetes`` client (urllib3 and
+websocket-client) and kubectl (client-go, HTTP/1.1 when the server offers no ``h2``) need.
+Served paths::
 
     GET    /version /healthz /livez /readyz          (no credentials needed, as by default)
     GET    /api  /apis  /api/v1                      discovery
-    GET    /api/v1/pods                              list across namespaces
-    GET    /api/v1/namespaces/{ns}/pods              list (labelSelector, fieldSelector, limit)
-    POST   /api/v1/namespaces/{ns}/pods              create
-    GET    /api/v1/namespaces/{ns}/pods/{name}[/status]
-    DELETE /api/v1/namespaces/{ns}/pods/{name}       (gracePeriodSeconds)
-    GET    /api/v1/namespaces/{ns}/pods/{name}/log
+    GET    /api/v1/{pods,namespaces,serviceaccounts,events}   list or watch, all namespaces
+    GET    /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   list or watch
+    POST   /api/v1/namespaces                        create a namespace
+    GET|DELETE /api/v1/namespaces/{name}             (delete: Terminating, then gone)
+    POST   /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   create
+    GET|DELETE /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}/{name}
+    GET    /api/v1/namespaces/{ns}/pods/{name}/status
+    GET    /api/v1/namespaces/{ns}/pods/{name}/log   (tailLines, follow, sinceSeconds, ...)
     GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec  websocket upgrade
+
+Lists take ``labelSelector``, ``fieldSelector``, ``limit`` and ``continue``; with
+``watch=true`` they are watch streams (``_streams``).
 
 Random faults (``--fault api:0.1``, ``--fault exec:0.05:kill_pod``), drawn per request by
 plane (``exec`` for the exec upgrade, ``api`` for everything else but the health paths):

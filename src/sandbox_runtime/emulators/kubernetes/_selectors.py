@@ -3,7 +3,8 @@
 Label selectors take the equality forms (``k=v``, ``k==v``, ``k!=v``), the set forms
 (``k in (a,b)``, ``k notin (a,b)``) and existence (``k``, ``!k``), comma-separated and all
 required.  As on the real server, ``!=`` and ``notin`` also match objects without the key.
-Field selectors take ``=``, ``==`` and ``!=`` on the few pod fields listed in ``POD_FIELDS``.
+Field selectors take ``=``, ``==`` and ``!=`` on the few fields each resource lists
+(``POD_FIELDS``, ``NAMESPACE_FIELDS``, ``NAME_FIELDS``, ``EVENT_FIELDS``).
 """
 
 from __future__ import annotations
