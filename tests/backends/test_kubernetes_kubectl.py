@@ -173,6 +173,15 @@ def _json_stream(data: bytes) -> list[dict[str, Any]]:
     return objects
 
 
+def test_get_prints_the_servers_columns(kubectl: Kubectl, pod: str) -> None:
+    header, row = kubectl("get", "pod", pod).stdout.decode().splitlines()
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert row.split()[:4] == [pod, "1/1", "Running", "0"]
+    described = kubectl("describe", "pod", pod).stdout.decode()
+    assert "--offline-images" in described  # the Pulled event, under Events:
+    assert "Started container" in described
+
+
 def test_get_watch_and_delete(kubectl: Kubectl, pod: str) -> None:
     watcher = kubectl.popen("get", "pod", pod, "--watch", "--output-watch-events", "-o", "json")
     try:
@@ -200,6 +209,10 @@ def test_namespaces_and_service_accounts(kubectl: Kubectl, busybox_like_image: s
     assert {"namespace/default", "namespace/kc-team"} <= set(names)
     accounts = kubectl("get", "serviceaccounts", "-n", "kc-team", "-o", "name").stdout
     assert accounts == b"serviceaccount/default\n"
+    assert kubectl("get", "namespace", "kc-team").stdout.decode().split()[3:5] == [
+        "kc-team",
+        "Active",
+    ]
     kubectl("create", "serviceaccount", "robot", "-n", "kc-team")
     # sleep as PID 1 ignores SIGTERM: a short grace period keeps the namespace's end quick.
     overrides = json.dumps(

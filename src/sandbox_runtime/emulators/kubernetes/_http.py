@@ -55,6 +55,7 @@ from ._exec import ExecSession, accept_headers, choose_protocol
 from ._pods import PodStore
 from ._status import ApiError, bad_request, method_not_allowed, unauthorized
 from ._streams import ChunkedWriter, LogOptions, serve_watch, watch_deadline
+from ._tables import table, wants_table
 
 __all__ = ["FAULT_KINDS", "EmulatorServer", "parse_fault_spec"]
 
@@ -375,7 +376,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._reply(200, store.delete(namespace, name, self._grace(query)))
             else:
                 self._require(method, "GET")
-                self._reply(200, store.get(namespace, name))
+                self._reply_object("pods", store.get(namespace, name), query)
         elif sub == "status":
             self._require(method, "GET")
             self._reply(200, store.get(namespace, name))
@@ -414,7 +415,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, namespaces.delete(name))
         else:
             self._require(method, "GET")
-            self._reply(200, table.get(None, name))
+            self._reply_object("namespaces", table.get(None, name), query)
 
     def _objects(
         self,
@@ -451,7 +452,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, table.delete(namespace, name))
         else:
             self._require(method, "GET")
-            self._reply(200, table.get(namespace, name))
+            self._reply_object(resource, table.get(namespace, name), query)
+
+    def _reply_object(
+        self, resource: str, obj: dict[str, Any], query: dict[str, list[str]]
+    ) -> None:
+        """One object, or its one-row ``Table`` when the client asked for server-side printing."""
+        if wants_table(self.headers.get("Accept", "")):
+            include = query.get("includeObject", ["PartialObjectMetadata"])[0]
+            obj = table(resource, [obj], obj["metadata"].get("resourceVersion", ""), include)
+        self._reply(200, obj)
 
     @staticmethod
     def _require(method: str, *allowed: str) -> None:
@@ -481,6 +491,13 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         changes = store.changes
         selectors = _selectors(query)
+        include = query.get("includeObject", ["PartialObjectMetadata"])[0]
+        render: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        if wants_table(self.headers.get("Accept", "")):
+
+            def render(obj: dict[str, Any]) -> dict[str, Any]:
+                return table(resource, [obj], obj["metadata"].get("resourceVersion", ""), include)
+
         if query.get("watch", ["false"])[0].lower() in ("true", "1"):
             deadline = watch_deadline(query)
             version = query.get("resourceVersion", [""])[0]
@@ -510,6 +527,7 @@ class _Handler(BaseHTTPRequestHandler):
                 deadline,
                 store.closed,
                 initial_end=list_kind.removesuffix("List") if send_initial else None,
+                render=render,
             )
             return
         with changes.lock:
@@ -525,6 +543,11 @@ class _Handler(BaseHTTPRequestHandler):
             token = json.dumps({"offset": start + limit}).encode()
             metadata["continue"] = base64.urlsafe_b64encode(token).decode()
             metadata["remainingItemCount"] = total - start - limit
+        if render is not None:
+            printed = table(resource, items, version, include)
+            printed["metadata"] = metadata
+            self._reply(200, printed)
+            return
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)

@@ -86,18 +86,21 @@ def serve_watch(
     deadline: float,
     closed: threading.Event,
     initial_end: str | None = None,
+    render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> None:
     """Stream changes of ``resource`` after version ``start`` that ``matches`` accepts.
 
     ``initial`` objects (already selected) go first as ADDED, followed, when ``initial_end``
     names the object kind, by the ``BOOKMARK`` event annotated ``k8s.io/initial-events-end``
     that a ``sendInitialEvents`` watch waits for.  Ends at ``deadline``, when the emulator
-    closes, or when the client has gone (a write fails).
+    closes, or when the client has gone (a write fails).  ``render`` turns each object into
+    what is sent (a one-row ``Table`` for ``kubectl get -w``).
     """
+    shown = render or (lambda obj: obj)
     writer = ChunkedWriter(handler, "application/json")
     try:
         for obj in initial:
-            writer.write(_event("ADDED", obj))
+            writer.write(_event("ADDED", shown(obj)))
         if initial_end is not None:
             bookmark = {
                 "kind": initial_end,
@@ -116,7 +119,7 @@ def serve_watch(
             for change in batch:
                 start = change.version
                 if change.resource == resource and matches(change.obj):
-                    writer.write(_event(change.type, change.obj))
+                    writer.write(_event(change.type, shown(change.obj)))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
