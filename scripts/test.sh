@@ -49,7 +49,7 @@ fi
 # in the installed metadata), or when something the tests import is missing.
 stamp=".venv/.pyproject.sha256"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum pyproject.toml | cut -d' ' -f1)" ] \
-  || ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, importlinter' 2>/dev/null; then
+  || ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
   log "installing sandbox-runtime[all,test]"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
   sha256sum pyproject.toml | cut -d' ' -f1 >"$stamp"
