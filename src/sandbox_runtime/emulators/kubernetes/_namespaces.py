@@ -68,6 +68,8 @@ class Namespaces:
             meta = namespace.setdefault("metadata", {})
             namespace.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             namespace["status"] = {"phase": "Active"}
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = str(meta["generateName"]) + secrets.token_hex(3)[:5]
             if meta.get("name"):
                 meta.setdefault("labels", {})[_NAME_LABEL] = meta["name"]
         with self.changes.lock:
