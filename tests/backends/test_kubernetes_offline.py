@@ -371,3 +371,32 @@ def test_service_accounts(core: Any, busybox_like_image: str) -> None:
     with pytest.raises(ApiException) as gone:
         core.read_namespaced_service_account("robot", "default")
     assert gone.value.status == 404
+
+
+def test_watch_with_a_selector_sees_objects_enter_and_leave_it(
+    core: Any, busybox_like_image: str
+) -> None:
+    # A pod is Pending, then Running, then Succeeded: a watch on status.phase=Running sees it
+    # arrive (ADDED) and leave (DELETED) although the pod itself was never deleted.
+    version = core.list_namespaced_pod("default").metadata.resource_version
+    pod = _busybox("bb-phase", busybox_like_image, ["sh", "-c", "sleep 1"])
+    pod["spec"]["restartPolicy"] = "Never"  # so that it ends Succeeded rather than restarting
+    core.create_namespaced_pod("default", pod)
+    try:
+        events = []
+        watcher = _watcher()
+        for event in watcher.stream(
+            core.list_namespaced_pod,
+            "default",
+            field_selector="status.phase=Running,metadata.name=bb-phase",
+            resource_version=version,
+            timeout_seconds=30,
+        ):
+            events.append((event["type"], event["object"].status.phase))
+            if event["type"] == "DELETED":
+                watcher.stop()
+        assert events[0] == ("ADDED", "Running")
+        assert events[-1] == ("DELETED", "Running")  # as it last matched
+        assert {phase for _kind, phase in events} == {"Running"}
+    finally:
+        core.delete_namespaced_pod("bb-phase", "default", grace_period_seconds=0)

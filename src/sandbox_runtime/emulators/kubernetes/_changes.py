@@ -30,6 +30,9 @@ class Change:
     resource: str
     type: str  # ADDED, MODIFIED or DELETED
     obj: dict[str, Any]
+    #: The object as the change before this one left it (``None`` for ADDED): a watch with a
+    #: selector needs both to see an object entering (ADDED) or leaving (DELETED) its view.
+    previous: dict[str, Any] | None = None
 
 
 class ChangeLog:
@@ -40,6 +43,7 @@ class ChangeLog:
         self.lock = threading.Condition(threading.RLock())
         self._version = 0
         self._history: deque[Change] = deque(maxlen=keep)
+        self._latest: dict[tuple[str, str], dict[str, Any]] = {}  # (resource, uid): last copy
 
     @property
     def version(self) -> int:
@@ -52,7 +56,12 @@ class ChangeLog:
         with self.lock:
             self._version += 1
             obj["metadata"]["resourceVersion"] = str(self._version)
-            self._history.append(Change(self._version, resource, kind, copy.deepcopy(obj)))
+            saved = copy.deepcopy(obj)
+            key = (resource, str(obj["metadata"].get("uid") or obj["metadata"].get("name")))
+            previous = self._latest.pop(key, None) if kind == "DELETED" else self._latest.get(key)
+            if kind != "DELETED":
+                self._latest[key] = saved
+            self._history.append(Change(self._version, resource, kind, saved, previous))
             self.lock.notify_all()
 
     def since(self, version: int) -> list[Change] | None:

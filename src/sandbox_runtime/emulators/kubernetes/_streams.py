@@ -17,13 +17,14 @@ on until the container ends).
 from __future__ import annotations
 
 import calendar
+import copy
 import json
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
-from ._changes import ChangeLog
+from ._changes import Change, ChangeLog
 from ._status import ApiError, bad_request
 
 __all__ = ["ChunkedWriter", "LogOptions", "serve_watch"]
@@ -118,8 +119,10 @@ def serve_watch(
                 break
             for change in batch:
                 start = change.version
-                if change.resource == resource and matches(change.obj):
-                    writer.write(_event(change.type, shown(change.obj)))
+                if change.resource == resource:
+                    event = _as_seen(change, matches)
+                    if event is not None:
+                        writer.write(_event(event[0], shown(event[1])))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -128,6 +131,28 @@ def serve_watch(
         writer.end()
     except OSError:
         handler.close_connection = True
+
+
+def _as_seen(
+    change: Change, matches: Callable[[dict[str, Any]], bool]
+) -> tuple[str, dict[str, Any]] | None:
+    """The event a watch with this selector sees for ``change`` (``None``: not sent).
+
+    As kube-apiserver's watch cache decides it: an object entering the selection is ADDED, one
+    leaving it is DELETED (the object as it last matched, at the new version), and a change
+    outside it is not sent.
+    """
+    now = change.type != "DELETED" and matches(change.obj)
+    before = change.previous is not None and matches(change.previous)
+    if change.type == "DELETED":
+        return ("DELETED", change.obj) if before or matches(change.obj) else None
+    if now:
+        return ("MODIFIED" if before else "ADDED", change.obj)
+    if before and change.previous is not None:
+        gone = copy.deepcopy(change.previous)
+        gone["metadata"]["resourceVersion"] = str(change.version)
+        return "DELETED", gone
+    return None
 
 
 class LogOptions:
