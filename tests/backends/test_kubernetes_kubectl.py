@@ -139,7 +139,8 @@ def test_cp_both_ways(kubectl: Kubectl, pod: str, tmp_path: Path) -> None:
 
 
 def test_logs_follow(kubectl: Kubectl, busybox_like_image: str) -> None:
-    script = "for i in 1 2 3; do echo line $i; sleep 0.5; done"
+    # Three lines, then the pod waits for /tmp/go (made below) before its last line and end.
+    script = "for i in 1 2 3; do echo line $i; done; while [ ! -e /tmp/go ]; do sleep 0.1; done"
     kubectl(
         "run",
         "kc-logs",
@@ -148,15 +149,18 @@ def test_logs_follow(kubectl: Kubectl, busybox_like_image: str) -> None:
         "--",
         "sh",
         "-c",
-        script,
+        script + "; echo late",
     )
     try:
         kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod/kc-logs", "--timeout=60s")
-        began = time.monotonic()
-        followed = kubectl("logs", "-f", "kc-logs")
-        assert followed.stdout == b"line 1\nline 2\nline 3\n"
-        assert time.monotonic() - began > 0.5  # it followed until the container ended
-        assert kubectl("logs", "kc-logs", "--tail=1").stdout == b"line 3\n"
+        follower = kubectl.popen("logs", "-f", "kc-logs")
+        time.sleep(1.5)
+        assert follower.poll() is None  # following: the container has not ended
+        kubectl("exec", "kc-logs", "--", "touch", "/tmp/go")
+        output, errors = follower.communicate(timeout=30)
+        assert follower.returncode == 0, errors
+        assert output == b"line 1\nline 2\nline 3\nlate\n"
+        assert kubectl("logs", "kc-logs", "--tail=1").stdout == b"late\n"
     finally:
         kubectl("delete", "pod", "kc-logs", "--grace-period=0", "--force", check=False)
 
@@ -184,14 +188,16 @@ def test_get_prints_the_servers_columns(kubectl: Kubectl, pod: str) -> None:
 
 def test_get_watch_and_delete(kubectl: Kubectl, pod: str) -> None:
     watcher = kubectl.popen("get", "pod", pod, "--watch", "--output-watch-events", "-o", "json")
+    assert watcher.stdout is not None
+    first = watcher.stdout.readline()  # the watch is open: its first event is being printed
     try:
-        time.sleep(1)  # the watch is open
         deleted = kubectl("delete", "pod", pod, "--grace-period=1", timeout=60)
         assert f'pod "{pod}" deleted' in deleted.stdout.decode()
         time.sleep(1)  # delete returned once the pod was gone: its DELETED event is out
     finally:
         watcher.terminate()
-        output, _errors = watcher.communicate(timeout=20)
+        rest, _errors = watcher.communicate(timeout=20)
+    output = first + rest
     events = _json_stream(output)
     kinds = [event["type"] for event in events]
     assert kinds[0] == "ADDED"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,20 +199,39 @@ def test_watch_from_now_lists_nothing_old_and_ends_at_its_timeout(
     assert 1.5 < time.monotonic() - began < 10
 
 
+#: Prints three lines, then waits for /tmp/go (made by an exec) before the last one and its end.
+_LOGGER = (
+    "for i in 1 2 3; do echo line $i; done; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo late"
+)
+
+
 def test_logs_honour_their_query(core: Any, busybox_like_image: str) -> None:
-    script = "for i in 1 2 3; do echo line $i; done; sleep 2; echo late; sleep 1"
-    core.create_namespaced_pod(
-        "default", _busybox("bb-logs", busybox_like_image, ["sh", "-c", script])
-    )
+    from kubernetes.stream import stream
+
+    pod = _busybox("bb-logs", busybox_like_image, ["sh", "-c", _LOGGER])
+    pod["spec"]["restartPolicy"] = "Never"
+    core.create_namespaced_pod("default", pod)
     try:
         _wait(core, "bb-logs", "Running")
         followed = core.read_namespaced_pod_log(
             "bb-logs", "default", follow=True, _preload_content=False
         )
-        began = time.monotonic()
-        streamed = b"".join(followed.stream())
-        assert streamed == b"line 1\nline 2\nline 3\nlate\n"
-        assert time.monotonic() - began > 1  # it waited for "late" and the container's end
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: chunks.extend(followed.stream()))
+        reader.start()
+        reader.join(1.5)
+        assert reader.is_alive()  # following: the container has not ended
+        stream(
+            core.connect_get_namespaced_pod_exec,
+            "bb-logs",
+            "default",
+            command=["touch", "/tmp/go"],
+            stdout=True,
+            stderr=True,
+        )
+        reader.join(30)
+        assert not reader.is_alive()  # the answer ended with the container
+        assert b"".join(chunks) == b"line 1\nline 2\nline 3\nlate\n"
         assert core.read_namespaced_pod_log("bb-logs", "default", tail_lines=2) == "line 3\nlate\n"
         assert core.read_namespaced_pod_log("bb-logs", "default", tail_lines=0) == ""
         assert core.read_namespaced_pod_log("bb-logs", "default", limit_bytes=4) == "line"
