@@ -252,3 +252,34 @@ def test_namespaces_and_service_accounts(kubectl: Kubectl, busybox_like_image: s
     assert deleted.stdout == b'namespace "kc-team" deleted\n'
     names = kubectl("get", "namespaces", "-o", "name").stdout.decode().split()
     assert "namespace/kc-team" not in names
+
+
+_MANIFEST = """apiVersion: v1
+kind: Pod
+metadata:
+  name: busybox
+spec:
+  containers:
+  - name: busybox
+    image: {image}
+    command: ["sleep", "3600"]
+"""
+
+
+def test_apply_a_plain_manifest(kubectl: Kubectl, busybox_like_image: str, tmp_path: Path) -> None:
+    # kubectl validates on the server (it reads /openapi/v3 for that), so no flag is needed.
+    manifest = tmp_path / "busybox.yaml"
+    manifest.write_text(_MANIFEST.format(image=busybox_like_image))
+    assert kubectl("apply", "-f", str(manifest)).stdout == b"pod/busybox created\n"
+    try:
+        kubectl("wait", "--for=condition=Ready", "pod/busybox", "--timeout=60s")
+        policy = kubectl(
+            "get", "pod", "busybox", "-o", "jsonpath={.spec.containers[0].imagePullPolicy}"
+        )
+        assert policy.stdout == b"Always"  # untagged: the server's default, served offline
+        assert kubectl("apply", "-f", str(manifest)).stdout == b"pod/busybox unchanged\n"
+        again = kubectl("create", "-f", str(manifest), check=False)
+        assert b"AlreadyExists" in again.stderr
+        assert kubectl("exec", "busybox", "--", "echo", "hi").stdout == b"hi\n"
+    finally:
+        kubectl("delete", "-f", str(manifest), "--grace-period=0", "--force", check=False)

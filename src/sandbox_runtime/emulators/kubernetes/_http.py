@@ -7,6 +7,7 @@ Served paths::
 
     GET    /version /healthz /livez /readyz          (no credentials needed, as by default)
     GET    /api  /apis  /api/v1                      discovery
+    GET    /openapi/v3  /openapi/v3/api/v1           what kubectl needs to validate on the server
     GET    /api/v1/{pods,namespaces,serviceaccounts,events}   list or watch, all namespaces
     GET    /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   list or watch
     POST   /api/v1/namespaces                        create a namespace
@@ -49,6 +50,7 @@ from urllib.parse import parse_qs, urlsplit
 from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
 from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 
+from . import _openapi as openapi
 from . import _protobuf as protobuf
 from ._docker import RuntimeProblem
 from ._exec import ExecSession, accept_headers, choose_protocol
@@ -115,7 +117,12 @@ _API_RESOURCES = {
             "shortNames": ["ns"],
             "singularName": "namespace",
         },
-        {**_resource("pods", "Pod", _VERBS), "shortNames": ["po"], "singularName": "pod"},
+        {
+            **_resource("pods", "Pod", _VERBS),
+            "shortNames": ["po"],
+            "singularName": "pod",
+            "categories": ["all"],
+        },
         _resource("pods/exec", "PodExecOptions", ["create", "get"]),
         _resource("pods/log", "Pod", ["get"]),
         _resource("pods/status", "Pod", ["get"]),
@@ -335,6 +342,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if trimmed == "/api/v1":
             self._reply(200, _API_RESOURCES)
+            return
+        if trimmed == "/openapi/v3":
+            self._reply(200, openapi.INDEX)
+            return
+        if trimmed == openapi.DOCUMENT_PATH:
+            self._reply(200, openapi.document(SERVER_VERSION["gitVersion"]))
             return
         match = _PATH.match(trimmed)
         if match is None:
