@@ -420,3 +420,28 @@ def test_watch_with_a_selector_sees_objects_enter_and_leave_it(
         assert {phase for _kind, phase in events} == {"Running"}
     finally:
         core.delete_namespaced_pod("bb-phase", "default", grace_period_seconds=0)
+
+
+def _serving_threads() -> int:
+    return sum(1 for thread in threading.enumerate() if "process_request" in thread.name)
+
+
+def test_a_watch_whose_client_hangs_up_ends(
+    offline_k8s_emulator: Any, tmp_path: Path, running_pod: str
+) -> None:
+    from kubernetes import client, config
+
+    loaders: Any = config
+    path = offline_k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    own = client.CoreV1Api(loaders.new_client_from_config(str(path)))  # its own connection
+    before = _serving_threads()
+    answer: Any = own.list_namespaced_pod(
+        "default", watch=True, timeout_seconds=600, _preload_content=False
+    )
+    assert b'"ADDED"' in next(answer.stream(1024))
+    assert _serving_threads() == before + 1
+    answer.close()  # the client goes away; nothing changes on the server meanwhile
+    deadline = time.monotonic() + 10
+    while _serving_threads() > before:
+        assert time.monotonic() < deadline, "the watch outlived its client"
+        time.sleep(0.1)

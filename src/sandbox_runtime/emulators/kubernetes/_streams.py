@@ -19,6 +19,8 @@ from __future__ import annotations
 import calendar
 import copy
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -124,13 +126,26 @@ def serve_watch(
                     if event is not None:
                         writer.write(_event(event[0], shown(event[1])))
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or _hung_up(handler.connection):
                 break
             if not batch:
                 changes.wait(start, min(remaining, 1.0))
         writer.end()
     except OSError:
         handler.close_connection = True
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """True when a watch's client has closed its side.
+
+    A client sends nothing while it watches, so a readable socket means end of stream (or a
+    TLS close); without this, a watch nobody reads would hold its thread until its timeout.
+    """
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _as_seen(
