@@ -283,3 +283,28 @@ def test_apply_a_plain_manifest(kubectl: Kubectl, busybox_like_image: str, tmp_p
         assert kubectl("exec", "busybox", "--", "echo", "hi").stdout == b"hi\n"
     finally:
         kubectl("delete", "-f", str(manifest), "--grace-period=0", "--force", check=False)
+
+
+def test_run_interactively_and_remove(kubectl: Kubectl, busybox_like_image: str) -> None:
+    # kubectl run -i attaches to the container's own stdio (pods/attach), feeds it stdin,
+    # returns the container's exit code from the pod's status, and --rm deletes the pod.
+    script = "read line; echo got $line; echo err >&2; exit 4"
+    done = kubectl(
+        "run",
+        "-i",
+        "--rm",
+        "--restart=Never",
+        "kc-attach",
+        f"--image={busybox_like_image}",
+        "--",
+        "sh",
+        "-c",
+        script,
+        stdin=b"hello world\n",
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stdout.splitlines()[0] == b"got hello world"
+    assert b"err\n" in done.stderr
+    assert b'pod "kc-attach" deleted' in done.stdout
+    assert kubectl("get", "pods", "-o", "name").stdout.count(b"kc-attach") == 0

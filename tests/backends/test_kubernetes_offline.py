@@ -445,3 +445,31 @@ def test_a_watch_whose_client_hangs_up_ends(
     while _serving_threads() > before:
         assert time.monotonic() < deadline, "the watch outlived its client"
         time.sleep(0.1)
+
+
+def test_attach_to_the_containers_own_stdio(core: Any, busybox_like_image: str) -> None:
+    from kubernetes.stream import stream
+
+    pod = _busybox("bb-attach", busybox_like_image, ["sh", "-c", "read l; echo got $l; exit 3"])
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["containers"][0].update(stdin=True, stdinOnce=True)
+    core.create_namespaced_pod("default", pod)
+    try:
+        _wait(core, "bb-attach", "Running")
+        client = stream(
+            core.connect_get_namespaced_pod_attach,
+            "bb-attach",
+            "default",
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            _preload_content=False,
+            binary=True,
+        )
+        client.write_stdin(b"hello\n")
+        client.run_forever(timeout=20)
+        assert client.read_stdout() == b"got hello\n"
+        ended = _wait(core, "bb-attach", "Failed")
+        assert ended.status.container_statuses[0].state.terminated.exit_code == 3
+    finally:
+        core.delete_namespaced_pod("bb-attach", "default", grace_period_seconds=0)

@@ -171,6 +171,8 @@ class DockerRuntime:
                 environment=environment or None,
                 labels=labels,
                 host_config=host_config,
+                # docker-py sets StdinOnce with it: the first attach that closes stdin closes
+                # the container's (kubectl run -i asks for stdinOnce: true).
                 stdin_open=bool(container.get("stdin")),
                 tty=bool(container.get("tty")),
             )
@@ -255,6 +257,40 @@ class DockerRuntime:
             sock, pending, response = hijack_exec(self.api, exec_id, tty=tty)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise RuntimeProblem(_explain(exc)) from exc
+        sock.setblocking(True)
+        return sock, pending, response
+
+    def attach(
+        self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool
+    ) -> tuple[socket.socket, bytes, Any]:
+        """Attach to the container's own stdio, hijacked as :meth:`exec_attach` does.
+
+        No earlier output is replayed (``logs=0``), as a kubelet's attach does not either.
+        """
+        try:
+            response = self.api._post(
+                self.api._url("/containers/{0}/attach", container_id),
+                headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                params={
+                    "stream": 1,
+                    "logs": 0,
+                    "stdin": int(stdin),
+                    "stdout": int(stdout),
+                    "stderr": int(stderr),
+                },
+                stream=True,
+            )
+            self.api._raise_for_status(response)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise RuntimeProblem(_explain(exc)) from exc
+        buffered = response.raw._fp.fp
+        raw = buffered.raw
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        sock.setblocking(False)
+        try:
+            pending = bytes(buffered.read1(65536) or b"")
+        except (BlockingIOError, OSError):
+            pending = b""
         sock.setblocking(True)
         return sock, pending, response
 

@@ -16,7 +16,8 @@ Served paths::
     GET|DELETE /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}/{name}
     GET    /api/v1/namespaces/{ns}/pods/{name}/status
     GET    /api/v1/namespaces/{ns}/pods/{name}/log   (tailLines, follow, sinceSeconds, ...)
-    GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec  websocket upgrade
+    GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec    websocket upgrade
+    GET|POST /api/v1/namespaces/{ns}/pods/{name}/attach  websocket upgrade (the container's stdio)
 
 Lists take ``labelSelector``, ``fieldSelector``, ``limit`` and ``continue``; with
 ``watch=true`` they are watch streams (``_streams``).
@@ -53,7 +54,7 @@ from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 from . import _openapi as openapi
 from . import _protobuf as protobuf
 from ._docker import RuntimeProblem
-from ._exec import ExecSession, accept_headers, choose_protocol
+from ._exec import AttachSession, ExecSession, accept_headers, choose_protocol
 from ._pods import PodStore
 from ._status import ApiError, bad_request, method_not_allowed, unauthorized
 from ._streams import ChunkedWriter, LogOptions, serve_watch, watch_deadline
@@ -123,6 +124,7 @@ _API_RESOURCES = {
             "singularName": "pod",
             "categories": ["all"],
         },
+        _resource("pods/attach", "PodAttachOptions", ["create", "get"]),
         _resource("pods/exec", "PodExecOptions", ["create", "get"]),
         _resource("pods/log", "Pod", ["get"]),
         _resource("pods/status", "Pod", ["get"]),
@@ -399,6 +401,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif sub == "exec":
             self._require(method, "GET", "POST")
             self._exec(namespace, name, query)
+        elif sub == "attach":
+            self._require(method, "GET", "POST")
+            self._attach(namespace, name, query)
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
@@ -605,6 +610,63 @@ class _Handler(BaseHTTPRequestHandler):
     # -- exec ----------------------------------------------------------------------------------
 
     def _exec(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        argv = query.get("command", [])
+        if not argv:
+            raise bad_request("you must specify at least 1 command")
+        container_id, key, protocol = self._upgradable(namespace, name, query)
+        stdin, stdout, stderr, tty = (_flag(query, f) for f in ("stdin", "stdout", "stderr", "tty"))
+        store = self.server.store
+        try:
+            exec_id = store.runtime.exec_create(
+                container_id,
+                argv,
+                stdin=stdin,
+                stdout=stdout,
+                # With a terminal, stderr is stdout: there is no second stream to ask for.
+                stderr=stderr and not tty,
+                tty=tty,
+            )
+        except RuntimeProblem as exc:
+            raise bad_request(f"unable to upgrade connection: {exc}") from exc
+        self._switch_protocols(key, protocol)
+        session = ExecSession(
+            self.connection,
+            self.rfile,
+            protocol,
+            store.runtime,
+            exec_id,
+            argv,
+            stdin=stdin,
+            tty=tty,
+        )
+        session.run()
+
+    def _attach(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        container_id, key, protocol = self._upgradable(namespace, name, query)
+        spec = self.server.store.get(namespace, name)["spec"]["containers"][0]
+        stdin = _flag(query, "stdin")
+        if stdin and not spec.get("stdin"):
+            raise bad_request(
+                f"stdin is not enabled for this container ({spec['name']}): set stdin: true"
+            )
+        tty = _flag(query, "tty") and bool(spec.get("tty"))
+        self._switch_protocols(key, protocol)
+        AttachSession(
+            self.connection,
+            self.rfile,
+            protocol,
+            self.server.store.runtime,
+            container_id,
+            stdin=stdin,
+            stdout=_flag(query, "stdout"),
+            stderr=_flag(query, "stderr") and not tty,
+            tty=tty,
+        ).run()
+
+    def _upgradable(
+        self, namespace: str, name: str, query: dict[str, list[str]]
+    ) -> tuple[str, str, str]:
+        """Check an exec or attach upgrade: (container id, websocket key, subprotocol)."""
         store = self.server.store
         record = store.record(namespace, name)
         pod = store.get(namespace, name)
@@ -612,9 +674,6 @@ class _Handler(BaseHTTPRequestHandler):
         container = query.get("container", [""])[0] or containers[0]
         if container not in containers:
             raise bad_request(f"container {container} is not valid for pod {name}")
-        argv = query.get("command", [])
-        if not argv:
-            raise bad_request("you must specify at least 1 command")
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise bad_request("Upgrade request required")
         key = self.headers.get("Sec-WebSocket-Key", "")
@@ -635,45 +694,26 @@ class _Handler(BaseHTTPRequestHandler):
                 f"requested protocol(s) are not supported: {offered}; supports "
                 f"{list(self.server.protocols)}"
             )
-
-        def flag(name: str) -> bool:
-            return query.get(name, ["false"])[0].lower() in ("true", "1")
-
-        if not (flag("stdin") or flag("stdout") or flag("stderr")):
+        if not any(_flag(query, stream) for stream in ("stdin", "stdout", "stderr")):
             raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
-
-        running = pod["status"].get("phase") == "Running" and record.container_id is not None
-        if not running:
+        container_id = record.container_id
+        if pod["status"].get("phase") != "Running" or container_id is None:
             raise bad_request(f'unable to upgrade connection: container not found ("{container}")')
-        assert record.container_id is not None
-        try:
-            exec_id = store.runtime.exec_create(
-                record.container_id,
-                argv,
-                stdin=flag("stdin"),
-                stdout=flag("stdout"),
-                # With a terminal, stderr is stdout: there is no second stream to ask for.
-                stderr=flag("stderr") and not flag("tty"),
-                tty=flag("tty"),
-            )
-        except RuntimeProblem as exc:
-            raise bad_request(f"unable to upgrade connection: {exc}") from exc
+        return container_id, key, protocol
+
+    def _switch_protocols(self, key: str, protocol: str) -> None:
+        """Answer ``101``: from here on the connection is the websocket's."""
         self.send_response(101, "Switching Protocols")
         for header, value in accept_headers(key, protocol):
             self.send_header(header, value)
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
-        ExecSession(
-            self.connection,
-            self.rfile,
-            protocol,
-            store.runtime,
-            exec_id,
-            argv,
-            stdin=flag("stdin"),
-            tty=flag("tty"),
-        ).run()
+
+
+def _flag(query: dict[str, list[str]], name: str) -> bool:
+    """A boolean query parameter (``true`` or ``1``)."""
+    return query.get(name, ["false"])[0].lower() in ("true", "1")
 
 
 def _selectors(query: dict[str, list[str]]) -> tuple[str, str]:
