@@ -89,6 +89,35 @@ def k8s_emulator() -> Iterator[Any]:
         yield running
 
 
+#: An untagged reference to the test image, as a plain ``busybox`` manifest names its image:
+#: the API server defaults its pull policy to ``Always``, so only ``--offline-images`` runs it
+#: where no registry can be reached.
+BUSYBOX_LIKE = "sandbox-runtime-test/busybox"
+
+
+@pytest.fixture(scope="session")
+def busybox_like_image(docker_image: str) -> str:
+    """The test image under an untagged name (``...:latest`` in the engine)."""
+    import docker
+
+    client = docker.from_env(timeout=30)
+    try:
+        client.images.get(docker_image).tag(BUSYBOX_LIKE, "latest")
+    finally:
+        client.close()
+    return BUSYBOX_LIKE
+
+
+@pytest.fixture(scope="module")
+def offline_k8s_emulator() -> Iterator[Any]:
+    """A Kubernetes API emulator in ``--offline-images`` mode, one per test module."""
+    require(kubernetes_problem())
+    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+
+    with KubernetesEmulator(offline_images=True) as running:
+        yield running
+
+
 @cache
 def podman_problem() -> str | None:
     """Why Podman tests cannot run here, or None."""

@@ -39,6 +39,7 @@ def core(k8s_emulator: Any) -> Any:
 
     configuration = kubernetes.client.Configuration()
     configuration.host = k8s_emulator.url
+    configuration.ssl_ca_cert = str(k8s_emulator.ca_file)
     configuration.api_key = {"authorization": f"Bearer {k8s_emulator.token.get_secret_value()}"}
     return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
 
@@ -411,6 +412,36 @@ def test_cli_emulator_serves_until_interrupted(docker_image: str, tmp_path: Path
         assert f"export KUBECONFIG={kubeconfig}\n" in lines
         availability = KubernetesBackend.availability(KubernetesOptions(kubeconfig=str(kubeconfig)))
         assert availability.ok, availability.reason
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+
+
+def test_cli_emulator_plain_http_and_offline_images_on_request(tmp_path: Path) -> None:
+    from tests.conftest import kubernetes_problem, require
+
+    require(kubernetes_problem())
+    import kubernetes.client
+
+    kubeconfig = tmp_path / "kc"
+    command = [sys.executable, "-m", "sandbox_runtime.cli", "kubernetes", "emulator"]
+    flags = ["--port", "0", "--kubeconfig", str(kubeconfig)]
+    server = subprocess.Popen(
+        [*command, *flags, "--plain-http", "--no-auth", "--offline-images"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("Kubernetes emulator on http://127.0.0.1:")
+        assert "offline images" in first
+        cluster = json.loads(kubeconfig.read_text())["clusters"][0]["cluster"]
+        assert "certificate-authority-data" not in cluster
+        configuration = kubernetes.client.Configuration()
+        configuration.host = cluster["server"]
+        api: Any = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+        assert "default" in {ns.metadata.name for ns in api.list_namespace().items}
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=30) == 0

@@ -179,6 +179,7 @@ def test_wrong_token_is_401_unauthorized(k8s_emulator: Any) -> None:
 
     configuration = client.Configuration()
     configuration.host = k8s_emulator.url
+    configuration.ssl_ca_cert = str(k8s_emulator.ca_file)
     configuration.api_key = {"authorization": "Bearer not-the-token"}
     api = client.CoreV1Api(client.ApiClient(configuration))
     with pytest.raises(ApiException) as refused:
@@ -234,3 +235,23 @@ def test_an_emulator_process_leaves_no_container_behind(docker_image: str, tmp_p
     finally:
         api.close()
     assert [c["Names"] for c in left] == []
+
+
+def test_change_log_replays_after_a_version_and_expires_what_it_no_longer_keeps() -> None:
+    """What watches are served from: one counter, a bounded history, 410 past its start."""
+    from sandbox_runtime.emulators.kubernetes._changes import ChangeLog
+
+    changes = ChangeLog(keep=3)
+    objects = [{"metadata": {"name": f"p{index}"}} for index in range(5)]
+    for obj in objects:
+        changes.record("pods", "ADDED", obj)
+    assert [obj["metadata"]["resourceVersion"] for obj in objects] == ["1", "2", "3", "4", "5"]
+    assert [change.obj["metadata"]["name"] for change in changes.since(2) or []] == [
+        "p2",
+        "p3",
+        "p4",
+    ]
+    assert changes.since(5) == []
+    assert changes.since(1) is None  # version 2 is no longer kept: the watch gets 410 Expired
+    objects[4]["metadata"]["name"] = "changed later"
+    assert (changes.since(4) or [])[0].obj["metadata"]["name"] == "p4"  # a copy was kept

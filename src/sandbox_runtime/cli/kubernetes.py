@@ -29,15 +29,27 @@ def register(subparsers: Any) -> None:
         help="run the local Kubernetes API emulator (pods are Docker containers)",
         description=(
             "Serve a Kubernetes API subset on 127.0.0.1 until interrupted, with every pod a "
-            "Docker container. It writes a kubeconfig for it and prints the KUBECONFIG line "
-            "that points kubectl-free clients (the kubernetes backend, the kubernetes "
-            "client) at it."
+            "Docker container, over HTTPS with a CA made for it. It writes a kubeconfig for "
+            "it (with that CA) and prints the KUBECONFIG line that points kubectl, the "
+            "kubernetes backend and the kubernetes client at it."
         ),
     )
     emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
     emulator.add_argument("--port", type=int, default=8901, help="port (0 picks a free one)")
     emulator.add_argument("--token", help="bearer token to accept (default: random)")
     emulator.add_argument("--no-auth", action="store_true", help="accept requests without a token")
+    emulator.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="serve plain HTTP instead of HTTPS with the emulator's own CA (kubectl then sends "
+        "no token: use it with --no-auth)",
+    )
+    emulator.add_argument(
+        "--offline-images",
+        action="store_true",
+        help="start pods from images the Docker engine already has, whatever their "
+        "imagePullPolicy, and never pull (each pod's events say so)",
+    )
     emulator.add_argument(
         "--kubeconfig",
         type=Path,
@@ -91,6 +103,8 @@ def _emulator(args: argparse.Namespace) -> int:
         docker_host=args.docker_host,
         faults=args.fault,
         fault_seed=args.fault_seed,
+        tls=not args.plain_http,
+        offline_images=args.offline_images,
     )
     try:
         emulator.start()
@@ -103,7 +117,8 @@ def _emulator(args: argparse.Namespace) -> int:
     try:
         target = args.kubeconfig or Path(tempfile.mkdtemp(prefix="srt-k8s-")) / "kubeconfig"
         path = emulator.write_kubeconfig(target, namespace=args.namespace)
-        print(f"Kubernetes emulator on {emulator.url} (pods run on Docker)")
+        offline = ", offline images" if args.offline_images else ""
+        print(f"Kubernetes emulator on {emulator.url} (pods run on Docker{offline})")
         print(f"# the kubeconfig holds the token: local use only ({path})")
         print(f"export KUBECONFIG={path}")
         sys.stdout.flush()

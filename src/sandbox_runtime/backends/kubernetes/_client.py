@@ -127,6 +127,8 @@ def _load(options: KubernetesOptions) -> tuple[Any, str]:
         raise BackendUnavailableError(f"cannot load {source}: {exc}") from exc
     if options.api_server:
         configuration.host = options.api_server
+    if options.ca_cert:
+        configuration.ssl_ca_cert = str(Path(options.ca_cert).expanduser())
     if options.token is not None:
         # The token given is the identity used: the kubeconfig loader installs a hook that
         # writes the kubeconfig's own token back before every request, so it goes too.
@@ -148,6 +150,7 @@ def connect(options: KubernetesOptions) -> Cluster:
         options.context,
         options.in_cluster,
         options.api_server,
+        options.ca_cert,
         token,
         options.namespace,
         options.max_pool_size,

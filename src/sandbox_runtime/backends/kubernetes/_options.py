@@ -32,7 +32,10 @@ class KubernetesOptions(BackendOptions):
     is set, as ``kubectl`` does.
     """
     api_server: str | None = None
-    """API server URL overriding the kubeconfig's (e.g. the emulator's ``http://127.0.0.1:PORT``)."""
+    """API server URL overriding the kubeconfig's (e.g. the emulator's ``https://127.0.0.1:PORT``)."""
+    ca_cert: str | None = None
+    """PEM file of the CA that signed the API server's certificate, overriding the kubeconfig's
+    (the emulator's ``ca_file``, or a cluster's CA when ``api_server`` is given without one)."""
     token: SecretStr | None = Field(default=None, repr=False)
     """Bearer token overriding the kubeconfig's credentials; never printed."""
     namespace: str | None = None

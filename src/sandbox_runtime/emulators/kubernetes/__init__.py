@@ -1,19 +1,24 @@
-"""A local Kubernetes API server subset, wire-compatible with the official ``kubernetes`` client.
+"""A local Kubernetes API server subset that the ``kubernetes`` client and kubectl accept.
 
-It serves pods (create, get, list with label and field selectors, delete), their status as a
-kubelet would report it, ``activeDeadlineSeconds``, and ``pods/exec`` over the websocket
-channel protocols, with every pod a real Docker container.  The ``kubernetes`` backend and
-the unmodified client run against it in tests; start it with :class:`KubernetesEmulator` or
-``sandbox-runtime kubernetes emulator``.  Where it differs from a real cluster is written down
-in ``docs/kubernetes.md``.
+It serves pods (create, get, list with label and field selectors, watch, delete, logs), their
+status as a kubelet would report it, ``activeDeadlineSeconds``, ``pods/exec`` over the
+websocket channel protocols, namespaces (with termination), service accounts and events, over
+HTTPS with a CA made per emulator, with every pod a real Docker container (``offline_images``
+runs them from local images whatever the pull policy).  The ``kubernetes`` backend, the
+unmodified client and kubectl run against it in tests; start it with
+:class:`KubernetesEmulator` or ``sandbox-runtime kubernetes emulator``.  Where it differs from a
+real cluster is written down in ``docs/kubernetes.md``.
 
 Modules: ``_status`` (Status bodies), ``_selectors`` (label and field selectors),
-``_validation`` (what the server refuses, and its defaults), ``_docker`` (the container
-runtime), ``_pods`` (the store plus scheduler and kubelet), ``_exec`` (the exec websocket),
-``_http`` (routes and auth), ``server`` (:class:`KubernetesEmulator`).
+``_validation`` (what the server refuses, and its defaults), ``_changes`` (resource versions
+and the history watches read), ``_objects`` (plain stored objects), ``_namespaces``
+(namespaces, service accounts, events), ``_docker`` (the container runtime), ``_pods`` (the
+pod store plus scheduler and kubelet), ``_exec`` (the exec websocket), ``_streams`` (watch
+and log streams), ``_protobuf`` (protobuf request bodies), ``_tls`` (the CA and serving
+certificate), ``_http`` (routes and auth), ``server`` (:class:`KubernetesEmulator`).
 
-Importing this package is cheap: :class:`KubernetesEmulator` (which needs docker-py and
-wsproto) loads on first use.
+Importing this package is cheap: :class:`KubernetesEmulator` (which needs docker-py,
+wsproto and cryptography) loads on first use.
 """
 
 from __future__ import annotations

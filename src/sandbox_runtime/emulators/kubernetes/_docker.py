@@ -1,9 +1,9 @@
 """The emulator's container runtime: one Docker container per pod, through docker-py.
 
 This is the part a kubelet and its CRI runtime play on a real node: pull (or not) by the
-pull policy, create and start the container with the pod's command, environment, working
-directory and limits, wait for it to exit, kill and remove it, and run ``docker exec``
-sessions whose raw stream the exec endpoint bridges to a websocket.
+pull policy (offline: never), create and start the container with the pod's command,
+environment, working directory and limits, wait for it to exit, kill and remove it, and run
+``docker exec`` sessions whose raw stream the exec endpoint bridges to a websocket.
 
 Containers carry this library's ownership labels (owner: the emulator's process), so that
 ``sandbox-runtime reap --backend docker`` removes them if the emulator dies without cleaning
@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox_runtime.backends.kubernetes._names import cpu_cores, memory_bytes
@@ -32,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from sandbox_runtime.backends.docker import hijack_exec
 
-__all__ = ["DockerRuntime", "ImageProblem", "RuntimeProblem"]
+__all__ = ["DockerRuntime", "ImageProblem", "ImageReady", "RuntimeProblem"]
 
 #: Label naming the pod (``namespace/name``) a container belongs to.
 POD_LABEL = "sandbox-runtime.k8s-emulator.pod"
@@ -48,6 +50,14 @@ class ImageProblem(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class ImageReady:
+    """An image the container can start from, and the kubelet's ``Pulled`` event message."""
+
+    image_id: str
+    message: str
+
+
 class RuntimeProblem(Exception):
     """Docker refused to create or start the container, or an exec."""
 
@@ -61,7 +71,7 @@ def _explain(exc: BaseException) -> str:
 class DockerRuntime:
     """Docker operations for pods and exec sessions; safe to share between threads."""
 
-    def __init__(self, docker_host: str | None = None) -> None:
+    def __init__(self, docker_host: str | None = None, *, offline: bool = False) -> None:
         kwargs: dict[str, Any] = docker.utils.kwargs_from_env()
         if docker_host:
             kwargs["base_url"] = docker_host
@@ -69,6 +79,8 @@ class DockerRuntime:
         # No proxy lookup per request: it iterates os.environ, which is not thread-safe while
         # another thread changes the environment (this server's threads run beside callers).
         self.api.trust_env = False
+        #: Offline images: start from what the engine has whatever the policy; never pull.
+        self.offline = offline
 
     def ping(self) -> None:
         """Raise if the engine is unreachable."""
@@ -82,16 +94,25 @@ class DockerRuntime:
         except docker.errors.ImageNotFound:
             return None
 
-    def ensure_image(self, image: str, policy: str) -> str:
-        """The image id, pulling by ``policy``; ``ImageProblem`` carries the waiting reason."""
+    def ensure_image(
+        self, image: str, policy: str, on_pull: Callable[[], None] = lambda: None
+    ) -> ImageReady:
+        """The image, pulling by ``policy``; ``ImageProblem`` carries the waiting reason.
+
+        ``on_pull`` is called just before a pull starts (the kubelet's ``Pulling`` event).
+        """
+        if self.offline:
+            return self._offline_image(image, policy)
         present = None if policy == "Always" else self._present(image)
         if present is not None:
-            return present
+            return ImageReady(present, f'Container image "{image}" already present on machine')
         if policy == "Never":
             raise ImageProblem(
                 "ErrImageNeverPull",
                 f'Container image "{image}" is not present with pull policy of Never',
             )
+        on_pull()
+        began = time.monotonic()
         try:
             self.api.pull(image)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -101,7 +122,23 @@ class DockerRuntime:
         found = self._present(image)
         if found is None:
             raise ImageProblem("ErrImagePull", f'Failed to pull image "{image}": not found')
-        return found
+        took = time.monotonic() - began
+        return ImageReady(found, f'Successfully pulled image "{image}" in {took:.3f}s')
+
+    def _offline_image(self, image: str, policy: str) -> ImageReady:
+        """The local image whatever ``policy`` says, or ``ErrImageNeverPull`` without one."""
+        present = self._present(image)
+        if present is None:
+            raise ImageProblem(
+                "ErrImageNeverPull",
+                f'Container image "{image}" is not present on the machine and the emulator '
+                "runs with --offline-images, which never pulls",
+            )
+        return ImageReady(
+            present,
+            f'Container image "{image}" already present on machine: not pulled, because the '
+            f"emulator runs with --offline-images (imagePullPolicy: {policy})",
+        )
 
     # -- containers --------------------------------------------------------------------------
 
@@ -134,6 +171,8 @@ class DockerRuntime:
                 environment=environment or None,
                 labels=labels,
                 host_config=host_config,
+                # docker-py sets StdinOnce with it: the first attach that closes stdin closes
+                # the container's (kubectl run -i asks for stdinOnce: true).
                 stdin_open=bool(container.get("stdin")),
                 tty=bool(container.get("tty")),
             )
@@ -189,11 +228,20 @@ class DockerRuntime:
 
     # -- exec ---------------------------------------------------------------------------------
 
-    def exec_create(self, container_id: str, argv: list[str], stdin: bool, tty: bool) -> str:
-        """Create an exec; ``RuntimeProblem`` if the container is gone or stopped."""
+    def exec_create(
+        self,
+        container_id: str,
+        argv: list[str],
+        *,
+        stdin: bool,
+        stdout: bool = True,
+        stderr: bool = True,
+        tty: bool = False,
+    ) -> str:
+        """Create an exec attached to the streams asked for (``RuntimeProblem``: no container)."""
         try:
             created = self.api.exec_create(
-                container_id, argv, stdin=stdin, stdout=True, stderr=True, tty=tty
+                container_id, argv, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty
             )
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise RuntimeProblem(_explain(exc)) from exc
@@ -209,6 +257,40 @@ class DockerRuntime:
             sock, pending, response = hijack_exec(self.api, exec_id, tty=tty)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise RuntimeProblem(_explain(exc)) from exc
+        sock.setblocking(True)
+        return sock, pending, response
+
+    def attach(
+        self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool
+    ) -> tuple[socket.socket, bytes, Any]:
+        """Attach to the container's own stdio, hijacked as :meth:`exec_attach` does.
+
+        No earlier output is replayed (``logs=0``), as a kubelet's attach does not either.
+        """
+        try:
+            response = self.api._post(
+                self.api._url("/containers/{0}/attach", container_id),
+                headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                params={
+                    "stream": 1,
+                    "logs": 0,
+                    "stdin": int(stdin),
+                    "stdout": int(stdout),
+                    "stderr": int(stderr),
+                },
+                stream=True,
+            )
+            self.api._raise_for_status(response)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise RuntimeProblem(_explain(exc)) from exc
+        buffered = response.raw._fp.fp
+        raw = buffered.raw
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        sock.setblocking(False)
+        try:
+            pending = bytes(buffered.read1(65536) or b"")
+        except (BlockingIOError, OSError):
+            pending = b""
         sock.setblocking(True)
         return sock, pending, response
 

@@ -31,7 +31,13 @@ from wsproto.utilities import LocalProtocolError, generate_accept_token
 from ._docker import DockerRuntime
 from ._status import exec_failure, exec_success
 
-__all__ = ["CHANNEL_PROTOCOLS", "ExecSession", "accept_headers", "choose_protocol"]
+__all__ = [
+    "CHANNEL_PROTOCOLS",
+    "AttachSession",
+    "ExecSession",
+    "accept_headers",
+    "choose_protocol",
+]
 
 logger = logging.getLogger("sandbox_runtime.emulators.kubernetes.exec")
 
@@ -109,7 +115,7 @@ class ExecSession:
 
     def run(self) -> None:
         """Serve the session until the command ends or the client leaves."""
-        sock, pending, response = self._runtime.exec_attach(self._exec_id, self._tty)
+        sock, pending, response = self._open()
         output = threading.Thread(
             target=self._pump_output, args=(sock, pending), name="k8s-exec-output", daemon=True
         )
@@ -127,6 +133,15 @@ class ExecSession:
                 sock.close()
             with contextlib.suppress(Exception):
                 response.close()
+
+    def _open(self) -> tuple[socket.socket, bytes, Any]:
+        """The Docker stream to bridge: the exec's hijacked connection."""
+        return self._runtime.exec_attach(self._exec_id, self._tty)
+
+    def _final_status(self) -> dict[str, Any]:
+        """The ``Status`` sent on the error channel once the stream has ended."""
+        exit_code, _pid = self._runtime.exec_result(self._exec_id)
+        return exec_success() if exit_code == 0 else exec_failure(self._argv, exit_code)
 
     # -- client to exec --------------------------------------------------------------------
 
@@ -177,9 +192,7 @@ class ExecSession:
             self._copy_output(sock, pending)
             if self._closing.is_set():
                 return
-            exit_code, _pid = self._runtime.exec_result(self._exec_id)
-            status = exec_success() if exit_code == 0 else exec_failure(self._argv, exit_code)
-            self._send_channel(ERROR, json.dumps(status).encode())
+            self._send_channel(ERROR, json.dumps(self._final_status()).encode())
             self._closing.set()
             self._send(CloseConnection(code=1000))
         except Exception:  # pragma: no cover - report, then drop the connection
@@ -207,6 +220,39 @@ class ExecSession:
             if not chunk:
                 return
             demux.feed(chunk, self._tty)
+
+
+class AttachSession(ExecSession):
+    """``pods/attach``: the same bridge, to the container's own stdio (``kubectl run -i``).
+
+    The stream ends when the container's process does (or its stdin was closed and it exits);
+    the error channel then says ``Success``, and the client reads the exit code from the pod's
+    status, as it does against a kubelet.
+    """
+
+    def __init__(
+        self,
+        client: socket.socket,
+        client_reader: io.BufferedIOBase,
+        protocol: str,
+        runtime: DockerRuntime,
+        container_id: str,
+        *,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+        tty: bool,
+    ) -> None:
+        super().__init__(client, client_reader, protocol, runtime, "", [], stdin=stdin, tty=tty)
+        self._container_id = container_id
+        self._streams = (stdin, stdout, stderr)
+
+    def _open(self) -> tuple[socket.socket, bytes, Any]:
+        stdin, stdout, stderr = self._streams
+        return self._runtime.attach(self._container_id, stdin=stdin, stdout=stdout, stderr=stderr)
+
+    def _final_status(self) -> dict[str, Any]:
+        return exec_success()
 
 
 class _Demux:

@@ -1,18 +1,26 @@
-"""The HTTP surface: routes, authentication, JSON bodies, and the exec upgrade.
+"""The HTTP surface: routes, authentication, request bodies, lists, watches and exec.
 
-A stdlib ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive), which is
-what the synchronous ``kubernetes`` client needs: urllib3 for the REST calls and
-websocket-client for exec.  Served paths::
+A stdlib ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive, TLS
+when given a context), which is what the synchronous ``kubernetes`` client (urllib3 and
+websocket-client) and kubectl (client-go, HTTP/1.1 when the server offers no ``h2``) need.
+Served paths::
 
     GET    /version /healthz /livez /readyz          (no credentials needed, as by default)
     GET    /api  /apis  /api/v1                      discovery
-    GET    /api/v1/pods                              list across namespaces
-    GET    /api/v1/namespaces/{ns}/pods              list (labelSelector, fieldSelector, limit)
-    POST   /api/v1/namespaces/{ns}/pods              create
-    GET    /api/v1/namespaces/{ns}/pods/{name}[/status]
-    DELETE /api/v1/namespaces/{ns}/pods/{name}       (gracePeriodSeconds)
-    GET    /api/v1/namespaces/{ns}/pods/{name}/log
-    GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec  websocket upgrade
+    GET    /openapi/v3  /openapi/v3/api/v1           what kubectl needs to validate on the server
+    GET    /api/v1/{pods,namespaces,serviceaccounts,events}   list or watch, all namespaces
+    GET    /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   list or watch
+    POST   /api/v1/namespaces                        create a namespace
+    GET|DELETE /api/v1/namespaces/{name}             (delete: Terminating, then gone)
+    POST   /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   create
+    GET|DELETE /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}/{name}
+    GET    /api/v1/namespaces/{ns}/pods/{name}/status
+    GET    /api/v1/namespaces/{ns}/pods/{name}/log   (tailLines, follow, sinceSeconds, ...)
+    GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec    websocket upgrade
+    GET|POST /api/v1/namespaces/{ns}/pods/{name}/attach  websocket upgrade (the container's stdio)
+
+Lists take ``labelSelector``, ``fieldSelector``, ``limit`` and ``continue``; with
+``watch=true`` they are watch streams (``_streams``).
 
 Random faults (``--fault api:0.1``, ``--fault exec:0.05:kill_pod``), drawn per request by
 plane (``exec`` for the exec upgrade, ``api`` for everything else but the health paths):
@@ -31,8 +39,11 @@ import hmac
 import json
 import logging
 import re
+import socket
+import ssl
 import sys
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -40,10 +51,14 @@ from urllib.parse import parse_qs, urlsplit
 from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
 from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
 
+from . import _openapi as openapi
+from . import _protobuf as protobuf
 from ._docker import RuntimeProblem
-from ._exec import ExecSession, accept_headers, choose_protocol
+from ._exec import AttachSession, ExecSession, accept_headers, choose_protocol
 from ._pods import PodStore
 from ._status import ApiError, bad_request, method_not_allowed, unauthorized
+from ._streams import ChunkedWriter, LogOptions, serve_watch, watch_deadline
+from ._tables import table, wants_table
 
 __all__ = ["FAULT_KINDS", "EmulatorServer", "parse_fault_spec"]
 
@@ -71,6 +86,12 @@ SERVER_VERSION = {
 }
 _PUBLIC = ("/version", "/healthz", "/livez", "/readyz")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(?:/(status|exec|log))?)?/?$")
+#: Every served resource path: namespaced collections, cluster-wide lists, and namespaces.
+_PATH = re.compile(
+    r"^/api/v1/(?:namespaces/(?P<namespace>[^/]+)/(?P<resource>pods|serviceaccounts|events)"
+    r"|(?P<top>pods|namespaces|serviceaccounts|events))"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
+)
 #: Request lines up to this long are read: the exec command travels in the query string, and
 #: the real server accepts ~1 MiB of request head where http.server stops at 64 KiB.
 _MAX_REQUEST_LINE = 1024 * 1024
@@ -86,18 +107,32 @@ def _resource(name: str, kind: str, verbs: list[str], namespaced: bool = True) -
     }
 
 
+_VERBS = ["create", "delete", "get", "list", "watch"]
 _API_RESOURCES = {
     "kind": "APIResourceList",
     "groupVersion": "v1",
     "resources": [
+        {**_resource("events", "Event", _VERBS), "shortNames": ["ev"], "singularName": "event"},
         {
-            **_resource("pods", "Pod", ["create", "delete", "get", "list"]),
+            **_resource("namespaces", "Namespace", _VERBS, namespaced=False),
+            "shortNames": ["ns"],
+            "singularName": "namespace",
+        },
+        {
+            **_resource("pods", "Pod", _VERBS),
             "shortNames": ["po"],
             "singularName": "pod",
+            "categories": ["all"],
         },
+        _resource("pods/attach", "PodAttachOptions", ["create", "get"]),
         _resource("pods/exec", "PodExecOptions", ["create", "get"]),
         _resource("pods/log", "Pod", ["get"]),
         _resource("pods/status", "Pod", ["get"]),
+        {
+            **_resource("serviceaccounts", "ServiceAccount", _VERBS),
+            "shortNames": ["sa"],
+            "singularName": "serviceaccount",
+        },
     ],
 }
 
@@ -115,17 +150,31 @@ class EmulatorServer(ThreadingHTTPServer):
         token: str | None,
         protocols: tuple[str, ...],
         faults: FaultDraws | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.store = store
         self.token = token
         self.protocols = protocols
         self.faults = faults or FaultDraws()
+        self.ssl_context = ssl_context
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """Accept, and wrap in TLS when serving HTTPS; the handshake runs on the handler's thread.
+
+        Handshaking here, on the one accepting thread, would let one slow client hold up all.
+        """
+        sock, address = super().get_request()
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(
+                sock, server_side=True, do_handshake_on_connect=False
+            )
+        return sock, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Log instead of printing; a client that hangs up mid-request is routine."""
         error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionError, TimeoutError)):
+        if isinstance(error, (ConnectionError, TimeoutError, ssl.SSLError)):
             logger.debug("client %s went away: %s", client_address, error)
         else:
             logger.exception("error serving %s", client_address)
@@ -137,6 +186,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s - %s", self.address_string(), format % args)
+
+    def setup(self) -> None:
+        """Finish the TLS handshake (on this connection's own thread) before reading."""
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(30)  # a client that never finishes the handshake
+            self.request.do_handshake()
+            self.request.settimeout(None)
+        super().setup()
 
     def handle_one_request(self) -> None:
         """The stdlib's, with a longer request line allowed (exec commands are query params)."""
@@ -184,6 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw:
             return None
         try:
+            if self.headers.get("Content-Type", "").startswith(protobuf.CONTENT_TYPE):
+                return protobuf.decode(raw)
             return json.loads(raw)
         except ValueError as exc:
             raise bad_request(f"the body of the request was in an unknown format: {exc}") from exc
@@ -258,7 +317,6 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_GET
 
     def _route(self, method: str, path: str, query: dict[str, list[str]]) -> None:
-        store = self.server.store
         trimmed = path.rstrip("/") or "/"
         if trimmed == "/version":
             self._reply(200, SERVER_VERSION)
@@ -287,35 +345,141 @@ class _Handler(BaseHTTPRequestHandler):
         if trimmed == "/api/v1":
             self._reply(200, _API_RESOURCES)
             return
-        if trimmed == "/api/v1/pods":
-            self._require(method, "GET")
-            self._list(None, query)
+        if trimmed == "/openapi/v3":
+            self._reply(200, openapi.INDEX)
             return
-        match = _POD_PATH.match(path)
+        if trimmed == openapi.DOCUMENT_PATH:
+            self._reply(200, openapi.document(SERVER_VERSION["gitVersion"]))
+            return
+        match = _PATH.match(trimmed)
         if match is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
-        namespace, name, sub = match.groups()
+        namespace, resource, name, sub = (
+            match.group("namespace"),
+            match.group("resource") or match.group("top"),
+            match.group("name"),
+            match.group("sub"),
+        )
+        if resource == "pods":
+            self._pods(method, namespace, name, sub, query)
+        elif resource == "namespaces":
+            self._namespaces(method, name, sub, query)
+        else:
+            self._objects(method, resource, namespace, name, sub, query)
+
+    def _pods(
+        self,
+        method: str,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+        query: dict[str, list[str]],
+    ) -> None:
+        store = self.server.store
         if name is None:
-            if method == "POST":
+            if method == "POST" and namespace is not None:
                 self._reply(201, store.create(namespace, self._body() or {}))
-            else:
-                self._require(method, "GET")
-                self._list(namespace, query)
-        elif sub is None:
+                return
+            self._require(method, "GET")
+            matches = store.selector(*_selectors(query))
+            self._list_or_watch("pods", "PodList", namespace, query, store.list_pods, matches)
+            return
+        if namespace is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if sub is None:
             if method == "DELETE":
                 self._reply(200, store.delete(namespace, name, self._grace(query)))
             else:
                 self._require(method, "GET")
-                self._reply(200, store.get(namespace, name))
+                self._reply_object("pods", store.get(namespace, name), query)
         elif sub == "status":
             self._require(method, "GET")
             self._reply(200, store.get(namespace, name))
         elif sub == "log":
             self._require(method, "GET")
-            self._log(namespace, name)
-        else:
+            self._log(namespace, name, query)
+        elif sub == "exec":
             self._require(method, "GET", "POST")
             self._exec(namespace, name, query)
+        elif sub == "attach":
+            self._require(method, "GET", "POST")
+            self._attach(namespace, name, query)
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+    def _namespaces(
+        self, method: str, name: str | None, sub: str | None, query: dict[str, list[str]]
+    ) -> None:
+        namespaces = self.server.store.namespaces
+        table = namespaces.namespaces
+        if sub is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if name is None:
+            if method == "POST":
+                self._reply(201, namespaces.create(self._body() or {}))
+                return
+            self._require(method, "GET")
+            matches = table.selector(*_selectors(query))
+            self._list_or_watch(
+                "namespaces",
+                "NamespaceList",
+                None,
+                query,
+                lambda _ns, *sel: table.list(None, *sel),
+                matches,
+            )
+        elif method == "DELETE":
+            self._body()  # DeleteOptions: nothing in them changes a namespace's termination
+            self._reply(200, namespaces.delete(name))
+        else:
+            self._require(method, "GET")
+            self._reply_object("namespaces", table.get(None, name), query)
+
+    def _objects(
+        self,
+        method: str,
+        resource: str,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+        query: dict[str, list[str]],
+    ) -> None:
+        """ServiceAccounts and Events: stored objects with no behaviour of their own."""
+        namespaces = self.server.store.namespaces
+        table = namespaces.service_accounts if resource == "serviceaccounts" else namespaces.events
+        kind = "ServiceAccountList" if resource == "serviceaccounts" else "EventList"
+        if sub is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if name is None:
+            if method == "POST" and namespace is not None:
+                body = self._body() or {}
+                if resource == "serviceaccounts":
+                    self._reply(201, namespaces.create_service_account(namespace, body))
+                else:
+                    meta_name = str((body.get("metadata") or {}).get("name") or "")
+                    namespaces.require_active(namespace, resource, meta_name)
+                    self._reply(201, table.create(namespace, body))
+                return
+            self._require(method, "GET")
+            matches = table.selector(*_selectors(query))
+            self._list_or_watch(resource, kind, namespace, query, table.list, matches)
+        elif namespace is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        elif method == "DELETE":
+            self._body()
+            self._reply(200, table.delete(namespace, name))
+        else:
+            self._require(method, "GET")
+            self._reply_object(resource, table.get(namespace, name), query)
+
+    def _reply_object(
+        self, resource: str, obj: dict[str, Any], query: dict[str, list[str]]
+    ) -> None:
+        """One object, or its one-row ``Table`` when the client asked for server-side printing."""
+        if wants_table(self.headers.get("Accept", "")):
+            include = query.get("includeObject", ["PartialObjectMetadata"])[0]
+            obj = table(resource, [obj], obj["metadata"].get("resourceVersion", ""), include)
+        self._reply(200, obj)
 
     @staticmethod
     def _require(method: str, *allowed: str) -> None:
@@ -332,44 +496,177 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise bad_request(f"invalid gracePeriodSeconds {value!r}") from exc
 
-    def _list(self, namespace: str | None, query: dict[str, list[str]]) -> None:
-        if query.get("watch", ["false"])[0].lower() in ("true", "1"):
-            raise bad_request("watch is not supported by the sandbox-runtime emulator")
+    def _list_or_watch(
+        self,
+        resource: str,
+        list_kind: str,
+        namespace: str | None,
+        query: dict[str, list[str]],
+        list_objects: Callable[..., list[dict[str, Any]]],
+        matches: Callable[[dict[str, Any]], bool],
+    ) -> None:
+        """A list (``limit`` / ``continue``), or a watch stream when ``watch`` is true."""
         store = self.server.store
-        items = store.list_pods(
-            namespace,
-            query.get("labelSelector", [""])[0],
-            query.get("fieldSelector", [""])[0],
-        )
-        metadata: dict[str, Any] = {"resourceVersion": store.resource_version}
+        changes = store.changes
+        selectors = _selectors(query)
+        include = query.get("includeObject", ["PartialObjectMetadata"])[0]
+        render: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        if wants_table(self.headers.get("Accept", "")):
+
+            def render(obj: dict[str, Any]) -> dict[str, Any]:
+                return table(resource, [obj], obj["metadata"].get("resourceVersion", ""), include)
+
+        if query.get("watch", ["false"])[0].lower() in ("true", "1"):
+            deadline = watch_deadline(query)
+            version = query.get("resourceVersion", [""])[0]
+            initial: list[dict[str, Any]] = []
+            # sendInitialEvents (the watch-list of client-go >= 1.32): the current objects as
+            # ADDED, then a bookmark marking their end, whatever the version.
+            send_initial = query.get("sendInitialEvents", [""])[0].lower() == "true"
+            with changes.lock:
+                if version in ("", "0") or send_initial:
+                    initial = list_objects(namespace, *selectors)
+                    start = changes.version
+                else:
+                    try:
+                        start = int(version)
+                    except ValueError as exc:
+                        raise bad_request(f"invalid resourceVersion {version!r}") from exc
+            serve_watch(
+                self,
+                changes,
+                resource,
+                lambda obj: (
+                    (namespace is None or obj["metadata"].get("namespace") == namespace)
+                    and matches(obj)
+                ),
+                initial,
+                start,
+                deadline,
+                store.closed,
+                initial_end=list_kind.removesuffix("List") if send_initial else None,
+                render=render,
+            )
+            return
+        with changes.lock:
+            items = list_objects(namespace, *selectors)
+            version = str(changes.version)
+        metadata: dict[str, Any] = {"resourceVersion": version}
         start = _decode_continue(query.get("continue", [""])[0])
         limit = int(query.get("limit", ["0"])[0] or 0)
+        total = len(items)
         items = items[start:]
         if limit > 0 and len(items) > limit:
             items = items[:limit]
             token = json.dumps({"offset": start + limit}).encode()
             metadata["continue"] = base64.urlsafe_b64encode(token).decode()
-            metadata["remainingItemCount"] = len(store.list_pods(namespace)) - start - limit
+            metadata["remainingItemCount"] = total - start - limit
+        if render is not None:
+            printed = table(resource, items, version, include)
+            printed["metadata"] = metadata
+            self._reply(200, printed)
+            return
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)
         self._reply(
-            200, {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
+            200, {"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}
         )
 
-    def _log(self, namespace: str, name: str) -> None:
-        record = self.server.store.record(namespace, name)
+    def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        store = self.server.store
+        record = store.record(namespace, name)
+        containers = [c["name"] for c in record.obj["spec"]["containers"]]
+        container = query.get("container", [""])[0] or containers[0]
+        if container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        options = LogOptions(query)
+        if options.previous:
+            raise bad_request(
+                f'previous terminated container "{container}" in pod "{name}" not found'
+            )
         if record.container_id is None:
             raise bad_request(
-                f'container "{record.obj["spec"]["containers"][0]["name"]}" in pod "{name}" is '
-                "waiting to start: ContainerCreating"
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
             )
-        logs = self.server.store.runtime.api.logs(record.container_id, stdout=True, stderr=True)
-        self._reply(200, bytes(logs), "text/plain")
+        api = store.runtime.api
+        if not options.follow:
+            logs = api.logs(record.container_id, **options.docker_arguments())
+            self._reply(200, b"".join(options.limit([bytes(logs)])), "text/plain")
+            return
+        stream = api.logs(
+            record.container_id, stream=True, follow=True, **options.docker_arguments()
+        )
+        writer = ChunkedWriter(self, "text/plain")
+        try:
+            for chunk in options.limit(stream):
+                writer.write(chunk)
+            writer.end()
+        except OSError:
+            self.close_connection = True
+        finally:
+            stream.close()
 
     # -- exec ----------------------------------------------------------------------------------
 
     def _exec(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        argv = query.get("command", [])
+        if not argv:
+            raise bad_request("you must specify at least 1 command")
+        container_id, key, protocol = self._upgradable(namespace, name, query)
+        stdin, stdout, stderr, tty = (_flag(query, f) for f in ("stdin", "stdout", "stderr", "tty"))
+        store = self.server.store
+        try:
+            exec_id = store.runtime.exec_create(
+                container_id,
+                argv,
+                stdin=stdin,
+                stdout=stdout,
+                # With a terminal, stderr is stdout: there is no second stream to ask for.
+                stderr=stderr and not tty,
+                tty=tty,
+            )
+        except RuntimeProblem as exc:
+            raise bad_request(f"unable to upgrade connection: {exc}") from exc
+        self._switch_protocols(key, protocol)
+        session = ExecSession(
+            self.connection,
+            self.rfile,
+            protocol,
+            store.runtime,
+            exec_id,
+            argv,
+            stdin=stdin,
+            tty=tty,
+        )
+        session.run()
+
+    def _attach(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        container_id, key, protocol = self._upgradable(namespace, name, query)
+        spec = self.server.store.get(namespace, name)["spec"]["containers"][0]
+        stdin = _flag(query, "stdin")
+        if stdin and not spec.get("stdin"):
+            raise bad_request(
+                f"stdin is not enabled for this container ({spec['name']}): set stdin: true"
+            )
+        tty = _flag(query, "tty") and bool(spec.get("tty"))
+        self._switch_protocols(key, protocol)
+        AttachSession(
+            self.connection,
+            self.rfile,
+            protocol,
+            self.server.store.runtime,
+            container_id,
+            stdin=stdin,
+            stdout=_flag(query, "stdout"),
+            stderr=_flag(query, "stderr") and not tty,
+            tty=tty,
+        ).run()
+
+    def _upgradable(
+        self, namespace: str, name: str, query: dict[str, list[str]]
+    ) -> tuple[str, str, str]:
+        """Check an exec or attach upgrade: (container id, websocket key, subprotocol)."""
         store = self.server.store
         record = store.record(namespace, name)
         pod = store.get(namespace, name)
@@ -377,9 +674,6 @@ class _Handler(BaseHTTPRequestHandler):
         container = query.get("container", [""])[0] or containers[0]
         if container not in containers:
             raise bad_request(f"container {container} is not valid for pod {name}")
-        argv = query.get("command", [])
-        if not argv:
-            raise bad_request("you must specify at least 1 command")
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise bad_request("Upgrade request required")
         key = self.headers.get("Sec-WebSocket-Key", "")
@@ -400,36 +694,31 @@ class _Handler(BaseHTTPRequestHandler):
                 f"requested protocol(s) are not supported: {offered}; supports "
                 f"{list(self.server.protocols)}"
             )
-
-        def flag(name: str) -> bool:
-            return query.get(name, ["false"])[0].lower() in ("true", "1")
-
-        running = pod["status"].get("phase") == "Running" and record.container_id is not None
-        if not running:
+        if not any(_flag(query, stream) for stream in ("stdin", "stdout", "stderr")):
+            raise bad_request("you must specify at least 1 of stdin, stdout, stderr")
+        container_id = record.container_id
+        if pod["status"].get("phase") != "Running" or container_id is None:
             raise bad_request(f'unable to upgrade connection: container not found ("{container}")')
-        assert record.container_id is not None
-        try:
-            exec_id = store.runtime.exec_create(
-                record.container_id, argv, stdin=flag("stdin"), tty=flag("tty")
-            )
-        except RuntimeProblem as exc:
-            raise bad_request(f"unable to upgrade connection: {exc}") from exc
+        return container_id, key, protocol
+
+    def _switch_protocols(self, key: str, protocol: str) -> None:
+        """Answer ``101``: from here on the connection is the websocket's."""
         self.send_response(101, "Switching Protocols")
         for header, value in accept_headers(key, protocol):
             self.send_header(header, value)
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
-        ExecSession(
-            self.connection,
-            self.rfile,
-            protocol,
-            store.runtime,
-            exec_id,
-            argv,
-            stdin=flag("stdin"),
-            tty=flag("tty"),
-        ).run()
+
+
+def _flag(query: dict[str, list[str]], name: str) -> bool:
+    """A boolean query parameter (``true`` or ``1``)."""
+    return query.get(name, ["false"])[0].lower() in ("true", "1")
+
+
+def _selectors(query: dict[str, list[str]]) -> tuple[str, str]:
+    """(labelSelector, fieldSelector) of a list or watch query."""
+    return query.get("labelSelector", [""])[0], query.get("fieldSelector", [""])[0]
 
 
 def _decode_continue(token: str) -> int:

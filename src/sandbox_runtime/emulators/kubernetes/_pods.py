@@ -6,7 +6,10 @@ The store answers create/get/list/delete the way the API server does and keeps e
 ``ImagePullBackOff`` while the image cannot be had), ``Running``, then ``Succeeded`` or
 ``Failed`` when the container exits or ``activeDeadlineSeconds`` passes
 (``DeadlineExceeded``).  Each pod has one thread that starts its container and waits for it;
-one more thread enforces deadlines.
+one more thread enforces deadlines.  Every write is recorded in the shared
+:class:`~._changes.ChangeLog` (ADDED, MODIFIED, DELETED for watches), and the node records the
+Events a kubelet does (``Scheduled``, ``Pulling``, ``Pulled``, ``Created``, ``Started``,
+``Killing``, pull failures), which is also where offline image use is said.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._changes import ChangeLog
 from ._docker import DockerRuntime, ImageProblem, RuntimeProblem
+from ._namespaces import Namespaces
+from ._objects import now as _now
 from ._selectors import FieldSelector, LabelSelector
 from ._status import already_exists, bad_request, not_found
 from ._validation import validate_pod
@@ -32,10 +39,6 @@ logger = logging.getLogger("sandbox_runtime.emulators.kubernetes")
 #: Labels of the emulator's one node, which ``nodeSelector`` is matched against.
 NODE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 _BACKOFF_START, _BACKOFF_MAX = 1.0, 30.0
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass
@@ -56,13 +59,21 @@ class PodRecord:
 class PodStore:
     """The pods of every namespace, and the node running them; thread-safe."""
 
-    def __init__(self, runtime: DockerRuntime, node_name: str) -> None:
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        node_name: str,
+        changes: ChangeLog | None = None,
+        namespaces: Namespaces | None = None,
+    ) -> None:
         self.runtime = runtime
         self.node_name = node_name
         self.node_labels = {**NODE_LABELS, "kubernetes.io/hostname": node_name}
-        self._lock = threading.RLock()
+        self.changes = changes or ChangeLog()
+        self.namespaces = namespaces or Namespaces(self.changes)
+        self.namespaces.purge_pods = self.purge
+        self._lock = self.changes.lock
         self._pods: dict[tuple[str, str], PodRecord] = {}
-        self._version = 0
         self._closed = threading.Event()
         # Pod threads, container removals and graceful stops still under way; close() waits
         # for them, or a process exiting right after close() would kill them half-way and
@@ -75,15 +86,25 @@ class PodStore:
 
     # -- API operations ----------------------------------------------------------------------
 
-    def _bump(self, obj: dict[str, Any]) -> None:
-        self._version += 1
-        obj["metadata"]["resourceVersion"] = str(self._version)
+    def _bump(self, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
+        self.changes.record("pods", kind, obj)
+
+    @property
+    def closed(self) -> threading.Event:
+        """Set once the emulator shuts down (long answers such as watches end then)."""
+        return self._closed
 
     @property
     def resource_version(self) -> str:
-        """The store's current resource version (list metadata)."""
+        """The cluster's current resource version (list metadata)."""
+        return str(self.changes.version)
+
+    def _event(self, record: PodRecord, reason: str, message: str, **how: Any) -> None:
         with self._lock:
-            return str(self._version)
+            if record.gone:
+                return
+            pod = copy.deepcopy(record.obj)
+        self.namespaces.record_event(pod, reason, message, host=self.node_name, **how)
 
     def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Validate, default and store a pod; its node thread starts it.  Returns the object."""
@@ -94,8 +115,12 @@ class PodStore:
             if not meta.get("name"):
                 meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
             name = meta["name"]
+            self.namespaces.require_active(namespace, "pods", name)
             if (namespace, name) in self._pods:
                 raise already_exists("pods", name)
+            self.namespaces.require_service_account(
+                namespace, pod["spec"]["serviceAccountName"], name
+            )
             meta.update(
                 namespace=namespace,
                 uid=str(uuid.uuid4()),
@@ -106,7 +131,7 @@ class PodStore:
             meta.setdefault("annotations", {})
             pod.update(apiVersion="v1", kind="Pod")
             pod["status"] = {"phase": "Pending", "qosClass": _qos_class(pod["spec"])}
-            self._bump(pod)
+            self._bump(pod, "ADDED")
             record = PodRecord(pod)
             self._pods[(namespace, name)] = record
             answer = copy.deepcopy(pod)
@@ -135,27 +160,49 @@ class PodStore:
         with self._lock:
             return copy.deepcopy(record.obj)
 
-    def list_pods(
-        self, namespace: str | None, label_selector: str = "", field_selector: str = ""
-    ) -> list[dict[str, Any]]:
-        """Copies of the matching pods, ordered by namespace and name (as etcd returns them)."""
+    @staticmethod
+    def selector(label_selector: str, field_selector: str) -> Callable[[Any], bool]:
+        """A predicate for pod objects; 400 when a selector does not parse."""
         try:
             labels = LabelSelector(label_selector)
             fields = FieldSelector(field_selector)
         except ValueError as exc:
             raise bad_request(str(exc)) from exc
+        return lambda pod: bool(
+            labels.matches(pod["metadata"].get("labels") or {}) and fields.matches(pod)
+        )
+
+    def list_pods(
+        self, namespace: str | None, label_selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """Copies of the matching pods, ordered by namespace and name (as etcd returns them)."""
+        matches = self.selector(label_selector, field_selector)
         with self._lock:
-            records = [
-                record
-                for key, record in sorted(self._pods.items())
-                if namespace is None or key[0] == namespace
-            ]
             return [
                 copy.deepcopy(record.obj)
-                for record in records
-                if labels.matches(record.obj["metadata"].get("labels") or {})
-                and fields.matches(record.obj)
+                for key, record in sorted(self._pods.items())
+                if (namespace is None or key[0] == namespace) and matches(record.obj)
             ]
+
+    def purge(self, namespace: str) -> int:
+        """Delete every pod of ``namespace`` with its own grace period; how many remain.
+
+        The namespace controller's part in a namespace's termination: pods already being
+        deleted are left to finish.
+        """
+        with self._lock:
+            names = [
+                name
+                for (ns, name), record in self._pods.items()
+                if ns == namespace and "deletionTimestamp" not in record.obj["metadata"]
+            ]
+        for name in names:
+            try:
+                self.delete(namespace, name, None)
+            except Exception:  # deleted meanwhile: counted below
+                logger.debug("pod %s/%s went away during its namespace's purge", namespace, name)
+        with self._lock:
+            return sum(1 for (ns, _name) in self._pods if ns == namespace)
 
     def delete(self, namespace: str, name: str, grace: int | None) -> dict[str, Any]:
         """Delete a pod: at once with grace 0, else after SIGTERM and up to ``grace`` seconds."""
@@ -175,12 +222,14 @@ class PodStore:
                 self._forget(record)
                 return answer
             container_id = record.container_id
+        self._event(record, "Killing", f"Stopping container {spec['containers'][0]['name']}")
         self._in_background(self._terminate, record, container_id, grace)
         return answer
 
     def _forget(self, record: PodRecord) -> None:
         """Drop the object now and remove its container in the background (lock held)."""
-        self._pods.pop(record.key, None)
+        if self._pods.pop(record.key, None) is not None:
+            self._bump(record.obj, "DELETED")
         record.gone = True
         if record.container_id is not None:
             self._in_background(self.runtime.remove, record.container_id)
@@ -210,6 +259,7 @@ class PodStore:
     def close(self) -> None:
         """Remove every pod's container (the emulator is shutting down)."""
         self._closed.set()
+        self.namespaces.close()
         with self._lock:
             records = list(self._pods.values())
             for record in records:
@@ -302,6 +352,13 @@ class PodStore:
                 return
             record.obj["spec"]["nodeName"] = self.node_name
             record.started = time.monotonic()
+        namespace, name = record.key
+        self._event(
+            record,
+            "Scheduled",
+            f"Successfully assigned {namespace}/{name} to {self.node_name}",
+            component="default-scheduler",
+        )
         self._set_status(
             record,
             hostIP="127.0.0.1",
@@ -314,7 +371,6 @@ class PodStore:
         image_id = self._pull(record, container["image"], container["imagePullPolicy"])
         if image_id is None:
             return
-        namespace, name = record.key
         docker_name = f"k8s-emu_{namespace}_{name}_{uuid.uuid4().hex[:8]}"
         try:
             created = self.runtime.create(record.obj, docker_name)
@@ -322,7 +378,9 @@ class PodStore:
             self._container_status(
                 record, {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
             )
+            self._event(record, "Failed", f"Error: {exc}", warning=True)
             return
+        self._event(record, "Created", f"Created container {container['name']}")
         with self._lock:
             record.container_id = created
             if record.gone:
@@ -334,7 +392,9 @@ class PodStore:
             self._container_status(
                 record, {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
             )
+            self._event(record, "Failed", f"Error: {exc}", warning=True)
             return
+        self._event(record, "Started", f"Started container {container['name']}")
         began = _now()
         self._container_status(
             record, {"running": {"startedAt": began}}, image_id=image_id, ready=True, started=True
@@ -366,19 +426,28 @@ class PodStore:
         backoff = _BACKOFF_START
         while not record.gone and not self._closed.is_set():
             try:
-                return self.runtime.ensure_image(image, policy)
+                ready = self.runtime.ensure_image(
+                    image,
+                    policy,
+                    on_pull=lambda: self._event(record, "Pulling", f'Pulling image "{image}"'),
+                )
             except ImageProblem as problem:
                 waiting = {"waiting": {"reason": problem.reason, "message": problem.message}}
                 if not self._container_status(record, waiting):
                     return None
+                self._event(record, "Failed", problem.message, warning=True)
                 if problem.reason == "ErrImageNeverPull":
                     return None
+            else:
+                self._event(record, "Pulled", ready.message)
+                return ready.image_id
             if self._closed.wait(backoff) or record.gone:
                 return None
             message = f'Back-off pulling image "{image}"'
             self._container_status(
                 record, {"waiting": {"reason": "ImagePullBackOff", "message": message}}
             )
+            self._event(record, "BackOff", message)
             if self._closed.wait(backoff):
                 return None
             backoff = min(backoff * 2, _BACKOFF_MAX)

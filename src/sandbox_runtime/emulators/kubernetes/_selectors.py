@@ -3,7 +3,8 @@
 Label selectors take the equality forms (``k=v``, ``k==v``, ``k!=v``), the set forms
 (``k in (a,b)``, ``k notin (a,b)``) and existence (``k``, ``!k``), comma-separated and all
 required.  As on the real server, ``!=`` and ``notin`` also match objects without the key.
-Field selectors take ``=``, ``==`` and ``!=`` on the few pod fields listed in ``POD_FIELDS``.
+Field selectors take ``=``, ``==`` and ``!=`` on the few fields each resource lists
+(``POD_FIELDS``, ``NAMESPACE_FIELDS``, ``NAME_FIELDS``, ``EVENT_FIELDS``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 
 from sandbox_runtime.backends.kubernetes._names import label_key_problem, label_value_problem
 
-__all__ = ["POD_FIELDS", "FieldSelector", "LabelSelector"]
+__all__ = [
+    "EVENT_FIELDS",
+    "NAMESPACE_FIELDS",
+    "NAME_FIELDS",
+    "POD_FIELDS",
+    "FieldSelector",
+    "LabelSelector",
+]
 
 _SET_TERM = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\((.*)\)\s*$")
 _EQUALITY_TERM = re.compile(r"^\s*([^=!\s]+)\s*(==|=|!=)\s*(\S*)\s*$")
@@ -114,23 +122,59 @@ POD_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
-class FieldSelector:
-    """A parsed pod field selector (``status.phase=Running,metadata.name!=x``)."""
+def _path(*keys: str) -> Callable[[dict[str, Any]], str]:
+    def read(obj: dict[str, Any]) -> str:
+        value: Any = obj
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return "" if value is None else str(value)
 
-    def __init__(self, selector: str) -> None:
+    return read
+
+
+#: Namespace fields (``kubectl get ns`` and the namespace controller select on these).
+NAMESPACE_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "metadata.name": _path("metadata", "name"),
+    "status.phase": _path("status", "phase"),
+}
+#: Fields of objects that have nothing to select on but their names.
+NAME_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "metadata.name": _path("metadata", "name"),
+    "metadata.namespace": _path("metadata", "namespace"),
+}
+#: Event fields (``kubectl describe`` selects a pod's events by ``involvedObject.*``).
+EVENT_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    **NAME_FIELDS,
+    **{
+        f"involvedObject.{key}": _path("involvedObject", key)
+        for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion")
+    },
+    "reason": _path("reason"),
+    "type": _path("type"),
+    "source": _path("source", "component"),
+}
+
+
+class FieldSelector:
+    """A parsed field selector (``status.phase=Running,metadata.name!=x``) over ``fields``."""
+
+    def __init__(
+        self, selector: str, fields: dict[str, Callable[[dict[str, Any]], str]] | None = None
+    ) -> None:
+        table = POD_FIELDS if fields is None else fields
         self._terms: list[tuple[Callable[[dict[str, Any]], str], bool, str]] = []
         for term in _split_terms(selector):
             match = _EQUALITY_TERM.match(term)
             if not match:
                 raise ValueError(f"invalid field selector term {term.strip()!r}")
             field, operator, value = match.groups()
-            getter = POD_FIELDS.get(field)
+            getter = table.get(field)
             if getter is None:
                 raise ValueError(
-                    f"field label not supported: {field} (supported: {', '.join(POD_FIELDS)})"
+                    f"field label not supported: {field} (supported: {', '.join(table)})"
                 )
             self._terms.append((getter, operator != "!=", value))
 
-    def matches(self, pod: dict[str, Any]) -> bool:
-        """True when every term holds for ``pod``."""
-        return all((getter(pod) == value) == equal for getter, equal, value in self._terms)
+    def matches(self, obj: dict[str, Any]) -> bool:
+        """True when every term holds for ``obj``."""
+        return all((getter(obj) == value) == equal for getter, equal, value in self._terms)

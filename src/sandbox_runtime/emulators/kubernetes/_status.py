@@ -3,7 +3,8 @@
 Clients read ``code``, ``reason`` and ``details`` rather than the message, so those follow the
 real server field for field: ``NotFound`` 404 with ``details.kind`` the resource (``pods``),
 ``AlreadyExists`` 409, ``Invalid`` 422 with one cause per bad field, ``BadRequest`` 400,
-``Unauthorized`` 401, ``MethodNotAllowed`` 405.
+``Unauthorized`` 401, ``Forbidden`` 403 (admission: a terminating namespace, a missing
+service account, a protected namespace), ``MethodNotAllowed`` 405.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "bad_request",
     "exec_failure",
     "exec_success",
+    "forbidden",
     "invalid",
     "method_not_allowed",
     "not_found",
@@ -81,6 +83,16 @@ def invalid(kind: str, name: str, causes: Sequence[tuple[str, str]]) -> ApiError
         ],
     }
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {summary}', details)
+
+
+def forbidden(resource: str, name: str, why: str) -> ApiError:
+    """403 ``pods "x" is forbidden: <why>``, as admission plugins refuse a request."""
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{resource} "{name}" is forbidden: {why}',
+        {"name": name, "kind": resource},
+    )
 
 
 def bad_request(message: str) -> ApiError:

@@ -7,18 +7,25 @@
         config = SandboxConfig(backend="kubernetes", image="python:3.12-slim",
                                options={"kubeconfig": str(kubeconfig)})
 
-It binds 127.0.0.1 only and speaks plain HTTP; nothing here is meant to be reachable from
-elsewhere.  Requests need ``Authorization: Bearer <token>`` (a random token unless one is
-given, or none at all with ``auth=False``).  Pods run as Docker containers on the engine
-that ``DOCKER_HOST`` (or ``docker_host``) names.
+It binds 127.0.0.1 only; nothing here is meant to be reachable from elsewhere.  It speaks
+HTTPS with a CA and serving certificate made for this emulator alone (``_tls``), whose CA the
+kubeconfig it writes carries as ``certificate-authority-data``, as a real cluster's does;
+``tls=False`` serves plain HTTP instead (kubectl then sends no token).  Requests need
+``Authorization: Bearer <token>`` (a random token unless one is given, or none at all with
+``auth=False``).  Pods run as Docker containers on the engine that ``DOCKER_HOST`` (or
+``docker_host``) names; ``offline_images=True`` runs them from images the engine already has,
+whatever their pull policy, and never pulls.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +40,7 @@ from ._docker import DockerRuntime
 from ._exec import CHANNEL_PROTOCOLS
 from ._http import EmulatorServer
 from ._pods import PodStore
+from ._tls import ServingCertificates, make_certificates
 
 __all__ = ["KubernetesEmulator"]
 
@@ -56,6 +64,8 @@ class KubernetesEmulator:
         channel_protocols: tuple[str, ...] = CHANNEL_PROTOCOLS,
         faults: Sequence[RandomFaults] = (),
         fault_seed: int | None = None,
+        tls: bool = True,
+        offline_images: bool = False,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -65,6 +75,11 @@ class KubernetesEmulator:
         self._docker_host = docker_host
         self._node_name = node_name
         self._protocols = tuple(channel_protocols)
+        self._tls = tls
+        #: Run pods from images the engine has, whatever the pull policy; never pull.
+        self.offline_images = offline_images
+        self._certificates: ServingCertificates | None = None
+        self._private_dir: Path | None = None
         #: Random faults in force (``--fault``); more can be added while it runs.
         self.faults = FaultDraws(fault_seed, faults)
         self._server: EmulatorServer | None = None
@@ -77,7 +92,30 @@ class KubernetesEmulator:
     @property
     def url(self) -> str:
         """Base URL of the API server (what a kubeconfig's ``cluster.server`` holds)."""
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self._tls else 'http'}://{host}:{self.port}"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """PEM file of the CA that signed the serving certificate (``None`` over plain HTTP).
+
+        It exists while the emulator runs, in a directory only this user can read.
+        """
+        return None if self._certificates is None else self._certificates.ca_file
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA certificate as PEM (``None`` over plain HTTP, or before :meth:`start`)."""
+        return None if self._certificates is None else self._certificates.ca_pem
+
+    def _cluster(self) -> dict[str, Any]:
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._tls:
+            if self._certificates is None:
+                raise RuntimeError("start the emulator first: its CA is made when it starts")
+            data = base64.b64encode(self._certificates.ca_pem).decode("ascii")
+            cluster["certificate-authority-data"] = data
+        return cluster
 
     @property
     def token(self) -> SecretStr | None:
@@ -90,7 +128,7 @@ class KubernetesEmulator:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "emulator", "cluster": self._cluster()}],
             "users": [{"name": "emulator", "user": user}],
             "contexts": [
                 {
@@ -113,6 +151,9 @@ class KubernetesEmulator:
     def backend_options(self, **overrides: Any) -> dict[str, Any]:
         """Options of the ``kubernetes`` backend pointing straight at this emulator."""
         options: dict[str, Any] = {"api_server": self.url}
+        if self._tls:
+            self._cluster()  # raises before start
+            options["ca_cert"] = str(self.ca_file)
         if self._token is not None:
             options["token"] = SecretStr(self._token)
         options.update(overrides)
@@ -124,11 +165,21 @@ class KubernetesEmulator:
         """Bind the port and serve on a background thread; returns once requests are served."""
         if self._server is not None:
             return self
-        runtime = DockerRuntime(self._docker_host)
+        runtime = DockerRuntime(self._docker_host, offline=self.offline_images)
         runtime.ping()
+        context = None
+        if self._tls:
+            self._private_dir = Path(tempfile.mkdtemp(prefix="srt-k8s-emulator-"))
+            self._certificates = make_certificates(self._private_dir)
+            context = self._certificates.server_context()
         self.store = PodStore(runtime, self._node_name)
         self._server = EmulatorServer(
-            (self.host, self.port), self.store, self._token, self._protocols, self.faults
+            (self.host, self.port),
+            self.store,
+            self._token,
+            self._protocols,
+            self.faults,
+            ssl_context=context,
         )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
@@ -156,6 +207,10 @@ class KubernetesEmulator:
             thread.join(timeout=30)
         if store is not None:
             store.close()
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
+            self._certificates = None
 
     def __enter__(self) -> KubernetesEmulator:
         return self.start()

@@ -1,0 +1,55 @@
+"""The slice of ``/openapi/v3`` that kubectl reads before ``create -f`` and ``apply -f``.
+
+kubectl validates manifests (``--validate=strict``, its default) on the server when the
+server's OpenAPI v3 document says the resource's PATCH operation takes ``fieldValidation``;
+otherwise it downloads schemas to validate on the client, and with no OpenAPI at all it refuses
+("failed to download openapi").  The emulator publishes just that: for each served kind, its
+PATCH path with the ``x-kubernetes-group-version-kind`` extension and the ``fieldValidation``
+parameter, and no schemas.  kubectl therefore sends ``fieldValidation=Strict`` and leaves
+validation to the server, which checks what ``_validation`` checks (unknown fields are kept:
+the emulator has no schema; see ``docs/kubernetes.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DOCUMENT_PATH", "INDEX", "document"]
+
+DOCUMENT_PATH = "/openapi/v3/api/v1"
+#: ``GET /openapi/v3``: where each group-version's document is (the hash only keys caches).
+INDEX = {"paths": {"api/v1": {"serverRelativeURL": f"{DOCUMENT_PATH}?hash=sandbox-runtime-1"}}}
+
+_KINDS = {
+    "Pod": "/api/v1/namespaces/{namespace}/pods/{name}",
+    "Namespace": "/api/v1/namespaces/{name}",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+    "Event": "/api/v1/namespaces/{namespace}/events/{name}",
+}
+
+
+def document(version: str) -> dict[str, Any]:
+    """``GET /openapi/v3/api/v1``: the PATCH operations of the served kinds, no schemas."""
+    parameter = {
+        "name": "fieldValidation",
+        "in": "query",
+        "description": "Accepted; unknown fields are kept by the sandbox-runtime emulator.",
+        "schema": {"type": "string", "uniqueItems": True},
+    }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": version},
+        "paths": {
+            path: {
+                "patch": {
+                    "operationId": f"patch{kind}",
+                    "parameters": [parameter],
+                    "responses": {},
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {"group": "", "version": "v1", "kind": kind},
+                }
+            }
+            for kind, path in _KINDS.items()
+        },
+        "components": {"schemas": {}},
+    }
