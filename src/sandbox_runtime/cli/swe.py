@@ -83,6 +83,14 @@ def register(subparsers: Any) -> None:
         help="run a task that ended in an error (no reward) again, in a fresh sandbox, up to "
         "N times; a graded 0 is never retried",
     )
+    run.add_argument(
+        "--grade-in",
+        choices=["same", "fresh", "default"],
+        default="default",
+        help="where the tests run: same (the agent's sandbox, R2E-Gym's way), fresh (a new "
+        "sandbox with only the agent's diff applied, SWE-bench's way), default (each "
+        "benchmark's own: fresh for SWE-bench and SWE-smith, same for R2E-Gym and JSONL)",
+    )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
     run.add_argument("--script", type=Path, help="scripted agent: JSON script of tool calls")
@@ -254,6 +262,7 @@ def _run(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         backend_options=options_for_backend,
         retries=args.retries,
+        grade_in=None if args.grade_in == "default" else args.grade_in,
     )
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -278,6 +287,7 @@ def _run(args: argparse.Namespace) -> int:
                 "run_id": runner.run_id,
                 "backend": args.backend,
                 "agent": args.agent,
+                "grade_in": args.grade_in,
                 "sources": sources,
                 "skipped_rows": errors,
             }

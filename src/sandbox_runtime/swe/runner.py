@@ -1,7 +1,11 @@
 """The main job: each task in a fresh sandbox, an agent acts, the tests grade it.
 
 Tasks run in parallel threads (``jobs``); each gets its own sandbox, opened on the chosen
-backend, prepared for its benchmark, handed to the agent, diffed, graded and closed.  A
+backend, prepared for its benchmark, handed to the agent, diffed, checked for changes to
+what grading reads (:mod:`sandbox_runtime.swe.tamper`), graded and closed.  Grading runs in
+the agent's sandbox or in a fresh one with only the agent's diff applied
+(:mod:`sandbox_runtime.swe.isolation`; ``RunOptions.grade_in``, default: each benchmark's
+own practice).  A
 failure in one task (the image is missing, the sandbox died) becomes that task's outcome
 with reward 0 and never stops the others.
 
@@ -28,9 +32,11 @@ from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.ownership import default_run_id
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.runtime import SandboxRuntime, validate_options
+from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.images import resolve_image
+from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
@@ -58,6 +64,9 @@ class RunOptions:
     backend_options: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     """Times a task that ended in an error (no reward) is run again, each in a fresh sandbox."""
+    grade_in: str | None = None
+    """``same``, ``fresh``, or ``None`` for each task's benchmark practice (see
+    :mod:`sandbox_runtime.swe.isolation`)."""
 
 
 def task_sandbox_config(
@@ -208,6 +217,21 @@ class Runner:
                 self.options.retries,
             )
 
+    def _open_sandbox(self, task: Task) -> SandboxRuntime:
+        """A sandbox for ``task``, tracked (before it starts) so that cancel closes it."""
+        sandbox = SandboxRuntime(self._config(task))
+        with self._lock:
+            self._open[id(sandbox)] = sandbox
+        return sandbox
+
+    def _release(self, task: Task, sandbox: SandboxRuntime) -> None:
+        try:
+            sandbox.close()
+        except SandboxError as exc:
+            logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
+        with self._lock:
+            self._open.pop(id(sandbox), None)
+
     def _one(self, task: Task) -> TaskOutcome:
         outcome = TaskOutcome(
             task_id=task.task_id,
@@ -215,6 +239,7 @@ class Runner:
             repo=task.repo,
             backend=self.options.backend,
             agent=self.agent_name,
+            task_row={"format": task.row_format or task.format, "row": task.source},
         )
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
@@ -222,15 +247,20 @@ class Runner:
         began = time.monotonic()
         sandbox: SandboxRuntime | None = None
         try:
-            sandbox = SandboxRuntime(self._config(task))
-            with self._lock:
-                self._open[id(sandbox)] = sandbox
+            outcome.grade_in = resolve_grade_in(task, self.options.grade_in).value
+            sandbox = self._open_sandbox(task)
             sandbox.start()
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
+            baseline = tamper.take_baseline(sandbox)
             outcome.timings["setup"] = time.monotonic() - began
-            self._attempt(task, sandbox, outcome)
+            result = self._attempt(task, sandbox, outcome, baseline)
+            if result is not None:
+                if outcome.grade_in == GradeIn.FRESH.value:
+                    # The agent's sandbox is no longer needed: free it before the next starts.
+                    self._release(task, sandbox)
+                self._grade(task, sandbox, outcome, result)
         except Exception as exc:
             if self._cancel.is_set():
                 outcome.reason = outcome.error = "cancelled"
@@ -241,16 +271,18 @@ class Runner:
             outcome.reward = None
         finally:
             if sandbox is not None:
-                try:
-                    sandbox.close()
-                except SandboxError as exc:
-                    logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
-                with self._lock:
-                    self._open.pop(id(sandbox), None)
+                self._release(task, sandbox)
             outcome.timings["total"] = time.monotonic() - began
         return outcome
 
-    def _attempt(self, task: Task, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
+    def _attempt(
+        self,
+        task: Task,
+        sandbox: SandboxRuntime,
+        outcome: TaskOutcome,
+        baseline: tamper.Baseline,
+    ) -> AgentResult | None:
+        """Run the agent and flag what it changed that grading reads; ``None`` if cancelled."""
         agent = self.agent_factory()
         began = time.monotonic()
         result: AgentResult = agent.run(task, sandbox, self._budget(task))
@@ -261,14 +293,43 @@ class Runner:
         outcome.usage = result.usage
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
-            return
+            return None
         outcome.patch = sandbox.diff()
         if result.error:
             outcome.error = result.error
+        try:
+            outcome.tamper = tamper.check(task, sandbox, baseline, outcome.patch)
+        except SandboxError as exc:
+            outcome.tamper = [tamper.TamperFlag("", "unchecked", str(exc)[:300])]
+        return result
+
+    def _grade(
+        self,
+        task: Task,
+        sandbox: SandboxRuntime,
+        outcome: TaskOutcome,
+        result: AgentResult,
+    ) -> None:
+        """Grade where the task is graded, and turn the result into the outcome's reward."""
         began = time.monotonic()
-        graded = grade(
-            task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
-        )
+        graded: GradeResult
+        if outcome.grade_in == GradeIn.FRESH.value:
+            fresh = self._open_sandbox(task)
+            try:
+                graded = grade_fresh(
+                    task,
+                    fresh,
+                    outcome.patch,
+                    timeout=self.options.test_timeout,
+                    patch_error=result.patch_error,
+                )
+            finally:
+                self._release(task, fresh)
+        else:
+            graded = grade(
+                task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+            )
+        graded.grade_in = outcome.grade_in
         outcome.timings["grade"] = time.monotonic() - began
         outcome.grade = graded
         outcome.reward = graded.reward
