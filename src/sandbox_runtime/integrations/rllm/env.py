@@ -17,10 +17,15 @@ otherwise behaves the same, so rollouts are the ones R2E-Gym and DeepSWE produce
   output of [...]:``).  An action that calls no tool gets an empty observation, as in rLLM.
   Commands starting with ``git``, ``ipython``, ``jupyter`` or ``nohup`` are refused, as
   R2E-Gym's ``execute_bash`` refuses them (``blocked_commands`` changes the list).
-* ``compute_final_reward`` grades the sandbox by the task's own tests: 1.0 or 0.0 when the
-  tests decide, :class:`~sandbox_runtime.swe.grading.GradingError` when they could not
-  (sandbox gone, backend error, harness timeout), never a 0 they did not give.  A sandbox
-  that dies under ``step`` raises :class:`~sandbox_runtime.SandboxGoneError` the same way.
+* ``compute_final_reward`` grades by the task's own tests, in the episode's sandbox or in a
+  fresh one with only the episode's diff applied (``grade_in``: ``same``, ``fresh``, default
+  the benchmark's own practice, see :mod:`sandbox_runtime.swe.isolation`), and lists in
+  :attr:`SWEEnv.last_tamper` what the episode changed that grading reads (the held-out
+  tests, ``conftest.py``, pytest settings, installed packages; the reward is unchanged):
+  1.0 or 0.0 when the tests decide, :class:`~sandbox_runtime.swe.grading.GradingError`
+  when they could not (sandbox gone, backend error, harness timeout), never a 0 they did
+  not give.  A sandbox that dies under ``step`` raises
+  :class:`~sandbox_runtime.SandboxGoneError` the same way.
 * ``from_dict`` takes a verl row's ``extra_info`` (as written by ``sandbox-runtime tasks
   rllm``, or any R2E-Gym / SWE-bench / SWE-smith / JSONL row) merged with rLLM's
   ``env_args``; the settings below are taken out, rLLM's other keys are ignored.
@@ -36,7 +41,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
     blocked_command,
@@ -46,6 +53,7 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 )
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
@@ -71,6 +79,7 @@ SETTINGS = (
     "base_image",
     "max_output_chars",
     "blocked_commands",
+    "grade_in",
 )
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
@@ -98,6 +107,7 @@ class SWEEnv(_EnvBase):
         base_image: str | None = None,
         max_output_chars: int = 16000,
         blocked_commands: Sequence[str] = BLOCKED_COMMANDS,
+        grade_in: str | None = None,
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -109,6 +119,9 @@ class SWEEnv(_EnvBase):
         )
         self.max_output_chars = max_output_chars
         self.blocked_commands = tuple(blocked_commands)
+        self.grade_in = resolve_grade_in(self.task, grade_in)
+        self.last_tamper: list[tamper.TamperFlag] = []
+        self._baseline: tamper.Baseline | None = None
         self.sandbox: SandboxRuntime | None = None
         self.tools: ToolBox | None = None
         self.total_steps = 0
@@ -134,6 +147,7 @@ class SWEEnv(_EnvBase):
                 sandbox.start()
                 prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
+                self._baseline = tamper.take_baseline(sandbox)
             except BaseException:
                 sandbox.close()
                 raise
@@ -145,6 +159,7 @@ class SWEEnv(_EnvBase):
             )
             self.total_steps = 0
             self.last_grade = None
+            self.last_tamper = []
         return issue_text(self.task), {"task_id": self.task.task_id, "sandbox_id": sandbox.id}
 
     def step(
@@ -176,14 +191,26 @@ class SWEEnv(_EnvBase):
         return text, 0.0, observation.done, info
 
     def compute_final_reward(self) -> float:
-        """Grade the sandbox's current state by the task's own tests (1.0 or 0.0).
+        """Grade the episode by the task's own tests (1.0 or 0.0), where ``grade_in`` says.
 
         Raises :class:`~sandbox_runtime.swe.grading.GradingError` when the tests gave no
-        verdict (sandbox gone, backend error, harness timeout): never a 0 they did not give.
+        verdict (sandbox gone, backend error, harness timeout, a fresh sandbox that would not
+        start): never a 0 they did not give.
         """
-        self.last_grade = grade(
-            self.task, self._require_sandbox(), timeout=self.options.test_timeout
-        )
+        sandbox = self._require_sandbox()
+        patch = sandbox.diff()
+        if self._baseline is not None:
+            try:
+                self.last_tamper = tamper.check(self.task, sandbox, self._baseline, patch)
+            except SandboxError as exc:
+                self.last_tamper = [tamper.TamperFlag("", "unchecked", str(exc)[:300])]
+        timeout = self.options.test_timeout
+        if self.grade_in is GradeIn.FRESH:
+            fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
+            self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout)
+        else:
+            self.last_grade = grade(self.task, sandbox, timeout=timeout)
+        self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
 
     def patch(self) -> str:
