@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.cli._args import backend_options, positive_float, positive_int
+from sandbox_runtime.cli._args import (
+    backend_options,
+    positive_float,
+    positive_int,
+    price,
+    price_for,
+)
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -51,6 +57,13 @@ def register(subparsers: Any) -> None:
         "--tasks", metavar="SOURCE", help="task source for records that carry no task row"
     )
     replay.add_argument("--report", type=Path, help="write the JSON report here")
+    replay.add_argument(
+        "--price",
+        type=price,
+        action="append",
+        metavar="[BACKEND=]RATE",
+        help="price of one sandbox-second, as for run",
+    )
     replay.add_argument("--test-timeout", type=positive_float, default=300.0)
     replay.add_argument("--step-timeout", type=positive_float, default=120.0)
     replay.add_argument("--base-image", help="base image of the bundled samples' Docker images")
@@ -82,6 +95,7 @@ def _replay(args: argparse.Namespace) -> int:
         replay_table,
         tasks_of,
     )
+    from sandbox_runtime.swe.report import run_accounting
     from sandbox_runtime.swe.runner import Runner, RunOptions
 
     records = read_trajectories(args.trajectories)
@@ -104,6 +118,7 @@ def _replay(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         backend_options=options_for_backend,
         grade_in="same",  # the replay sandbox is fresh and holds only what is replayed
+        price=price_for(backend, args.price),
     )
     runner = Runner(
         tasks,
@@ -130,6 +145,7 @@ def _replay(args: argparse.Namespace) -> int:
             "replayed": "actions" if args.actions else "final patch",
             "run_id": runner.run_id,
             "summary": summary,
+            "accounting": run_accounting(outcomes),
             "records": [result.to_dict() for result in results],
         }
         args.report.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -207,6 +207,7 @@ class ReplayResult:
                 "sandbox_id": self.replayed.sandbox_id,
                 "tamper": [flag.to_dict() for flag in self.replayed.tamper],
                 "timings": {k: round(v, 3) for k, v in self.replayed.timings.items()},
+                "accounting": self.replayed.accounting_entry(),
             },
         }
 

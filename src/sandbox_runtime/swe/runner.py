@@ -40,6 +40,7 @@ from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["RunOptions", "Runner", "task_sandbox_config"]
 
@@ -67,6 +68,8 @@ class RunOptions:
     grade_in: str | None = None
     """``same``, ``fresh``, or ``None`` for each task's benchmark practice (see
     :mod:`sandbox_runtime.swe.isolation`)."""
+    price: float | None = None
+    """Price of one sandbox-second on this backend, for the reports' estimated cost."""
 
 
 def task_sandbox_config(
@@ -200,8 +203,11 @@ class Runner:
         a task's tests decide once.  Each earlier attempt's error stays in ``attempts``.
         """
         earlier: list[str] = []
+        spent = SandboxUsage()
         while True:
             outcome = self._one(task)
+            # Every attempt's sandboxes were paid for: the accounting covers them all.
+            spent = outcome.accounting = spent + outcome.accounting
             if outcome.outcome != "error" or self.cancelled or len(earlier) >= self.options.retries:
                 outcome.attempts = [
                     *earlier,
@@ -217,9 +223,13 @@ class Runner:
                 self.options.retries,
             )
 
-    def _open_sandbox(self, task: Task) -> SandboxRuntime:
-        """A sandbox for ``task``, tracked (before it starts) so that cancel closes it."""
+    def _open_sandbox(self, task: Task, used: list[SandboxRuntime]) -> SandboxRuntime:
+        """A sandbox for ``task``, tracked (before it starts) so that cancel closes it.
+
+        ``used`` collects the task's sandboxes, whose accounting the outcome sums.
+        """
         sandbox = SandboxRuntime(self._config(task))
+        used.append(sandbox)
         with self._lock:
             self._open[id(sandbox)] = sandbox
         return sandbox
@@ -240,15 +250,17 @@ class Runner:
             backend=self.options.backend,
             agent=self.agent_name,
             task_row={"format": task.row_format or task.format, "row": task.source},
+            price=self.options.price,
         )
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
             return outcome
         began = time.monotonic()
         sandbox: SandboxRuntime | None = None
+        used: list[SandboxRuntime] = []
         try:
             outcome.grade_in = resolve_grade_in(task, self.options.grade_in).value
-            sandbox = self._open_sandbox(task)
+            sandbox = self._open_sandbox(task, used)
             sandbox.start()
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
@@ -260,7 +272,7 @@ class Runner:
                 if outcome.grade_in == GradeIn.FRESH.value:
                     # The agent's sandbox is no longer needed: free it before the next starts.
                     self._release(task, sandbox)
-                self._grade(task, sandbox, outcome, result)
+                self._grade(task, sandbox, outcome, result, used)
         except Exception as exc:
             if self._cancel.is_set():
                 outcome.reason = outcome.error = "cancelled"
@@ -273,6 +285,7 @@ class Runner:
             if sandbox is not None:
                 self._release(task, sandbox)
             outcome.timings["total"] = time.monotonic() - began
+            outcome.accounting = SandboxUsage.total(box.usage for box in used)
         return outcome
 
     def _attempt(
@@ -285,8 +298,10 @@ class Runner:
         """Run the agent and flag what it changed that grading reads; ``None`` if cancelled."""
         agent = self.agent_factory()
         began = time.monotonic()
+        before = sandbox.usage
         result: AgentResult = agent.run(task, sandbox, self._budget(task))
         outcome.timings["agent"] = time.monotonic() - began
+        outcome.agent_accounting = sandbox.usage.since(before)
         outcome.steps = result.steps
         outcome.submitted = result.submitted
         outcome.stop_reason = result.stop_reason
@@ -309,12 +324,13 @@ class Runner:
         sandbox: SandboxRuntime,
         outcome: TaskOutcome,
         result: AgentResult,
+        used: list[SandboxRuntime],
     ) -> None:
         """Grade where the task is graded, and turn the result into the outcome's reward."""
         began = time.monotonic()
         graded: GradeResult
         if outcome.grade_in == GradeIn.FRESH.value:
-            fresh = self._open_sandbox(task)
+            fresh = self._open_sandbox(task, used)
             try:
                 graded = grade_fresh(
                     task,
