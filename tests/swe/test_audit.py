@@ -20,8 +20,10 @@ import pytest
 from sandbox_runtime.integrations.rllm import SWEEnv
 from sandbox_runtime.swe import Task
 from sandbox_runtime.swe.formats.r2e import R2EGrading
+from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.isolation import GradeIn, resolve_grade_in
+from sandbox_runtime.swe.patch_reward import compute_score
 from sandbox_runtime.swe.samples import sample_names
 from sandbox_runtime.swe.tamper import TamperFlag, flags_from_patch
 from tests.conftest import DOCKER_IMAGE
@@ -200,3 +202,40 @@ def test_swe_env_grades_where_told_and_flags_the_gamed_tests(
         assert env.last_grade is not None
         assert env.last_grade.grade_in == grade_in
         assert [flag.path for flag in env.last_tamper] == [HELD_OUT]
+
+
+def test_swe_env_info_carries_the_accounting(bundled_tasks: list[Task]) -> None:
+    task = task_named(bundled_tasks, "pager", "swebench")  # graded fresh: a second sandbox
+    with SWEEnv(task, backend="local") as env:
+        _, info = env.reset()
+        assert info["grade_in"] == "fresh"
+        first = info["accounting"]
+        assert first["sandboxes"] == 1
+        assert first["start_latency"] > 0
+        _, _, _, step = env.step({"name": "execute_bash", "arguments": {"command": "printf 1234"}})
+        # One bash step is one command; its output is 4 bytes.
+        assert step["accounting"]["commands"] == first["commands"] + 1
+        assert step["accounting"]["bytes_down"] == first["bytes_down"] + 4
+        assert env.compute_final_reward() == 0.0
+        graded = env.accounting()
+        assert graded["sandboxes"] == 2
+        assert graded["grading_seconds"] > 0
+    assert env.accounting()["sandbox_seconds"] >= graded["sandbox_seconds"]
+
+
+def test_verl_reward_details_flag_a_patch_to_the_tests_and_count_its_sandbox(
+    bundled_tasks: list[Task],
+) -> None:
+    task = task_named(bundled_tasks, "pager", "swebench")
+    grading = task.grading_as(SWEBenchGrading)
+    gamed = f"```diff\n{task.gold_patch}{grading.test_patch}```"
+    details = compute_score("swe", gamed, None, task.source, details=True)
+    assert isinstance(details, dict)
+    assert details["score"] == 1.0
+    assert details["flagged"] == 1  # the patch edits tests/test_pages.py
+    assert details["sandbox_seconds"] > 0
+    assert details["commands"] > 0
+    assert details["bytes_up"] >= len(task.gold_patch) + len(grading.test_patch)
+    plain = compute_score("swe", f"```diff\n{task.gold_patch}```", None, task.source, details=True)
+    assert isinstance(plain, dict)
+    assert (plain["score"], plain["flagged"]) == (1.0, 0)

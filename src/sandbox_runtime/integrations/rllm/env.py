@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.usage import SandboxUsage
 
 if TYPE_CHECKING:
     _EnvBase = object
@@ -121,6 +123,9 @@ class SWEEnv(_EnvBase):
         self.blocked_commands = tuple(blocked_commands)
         self.grade_in = resolve_grade_in(self.task, grade_in)
         self.last_tamper: list[tamper.TamperFlag] = []
+        self._grading_usage = SandboxUsage()
+        self._grading_seconds = 0.0
+        self._closed_usage = SandboxUsage()
         self._baseline: tamper.Baseline | None = None
         self.sandbox: SandboxRuntime | None = None
         self.tools: ToolBox | None = None
@@ -160,7 +165,14 @@ class SWEEnv(_EnvBase):
             self.total_steps = 0
             self.last_grade = None
             self.last_tamper = []
-        return issue_text(self.task), {"task_id": self.task.task_id, "sandbox_id": sandbox.id}
+            self._grading_usage, self._grading_seconds = SandboxUsage(), 0.0
+        info = {
+            "task_id": self.task.task_id,
+            "sandbox_id": sandbox.id,
+            "grade_in": self.grade_in.value,
+            "accounting": self.accounting(),
+        }
+        return issue_text(self.task), info
 
     def step(
         self, action: str | ToolCall | Mapping[str, Any]
@@ -170,7 +182,7 @@ class SWEEnv(_EnvBase):
         call = parse_action(action)
         self.total_steps += 1
         if call is None:
-            return "", 0.0, False, {"tool": None}
+            return "", 0.0, False, {"tool": None, "accounting": self.accounting()}
         name = tool_name(call.name)
         refused = blocked_command(str(call.arguments.get("command", "")), self.blocked_commands)
         if name == "bash" and refused:
@@ -186,6 +198,7 @@ class SWEEnv(_EnvBase):
             "exit_code": observation.exit_code,
             "error": observation.error,
             "duration": observation.duration,
+            "accounting": self.accounting(),
         }
         text = frame(call.name, observation, timeout=self.options.step_timeout)
         return text, 0.0, observation.done, info
@@ -205,13 +218,27 @@ class SWEEnv(_EnvBase):
             except SandboxError as exc:
                 self.last_tamper = [tamper.TamperFlag("", "unchecked", str(exc)[:300])]
         timeout = self.options.test_timeout
+        began = time.monotonic()
         if self.grade_in is GradeIn.FRESH:
             fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
             self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout)
+            self._grading_usage = self._grading_usage + fresh.usage
         else:
             self.last_grade = grade(self.task, sandbox, timeout=timeout)
+        self._grading_seconds += time.monotonic() - began
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
+
+    def accounting(self) -> dict[str, Any]:
+        """What the episode used so far: its sandbox, a fresh grading sandbox, grading time.
+
+        Counted by the runtime as calls pass (:mod:`sandbox_runtime.usage`): no engine call.
+        """
+        episode = self.sandbox.usage if self.sandbox is not None else self._closed_usage
+        return {
+            **(episode + self._grading_usage).to_dict(),
+            "grading_seconds": round(self._grading_seconds, 3),
+        }
 
     def patch(self) -> str:
         """The episode's changes to the repository, as a diff against the task's base."""
@@ -260,4 +287,7 @@ class SWEEnv(_EnvBase):
     def _close_sandbox(self) -> None:
         if self.sandbox is not None:
             sandbox, self.sandbox, self.tools = self.sandbox, None, None
-            sandbox.close()
+            try:
+                sandbox.close()
+            finally:
+                self._closed_usage = sandbox.usage
