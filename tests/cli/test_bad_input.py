@@ -54,6 +54,10 @@ def _no_sandbox_left(tmp_path: Path) -> None:
         (["exec", "--backend", "dockr", "--", "true"], "no sandbox backend named 'dockr'"),
         (["exec", "--timeout", "-1", "--", "true"], "--timeout: must be a positive"),
         (["run", "no-such-file.jsonl"], "no such task file: no-such-file.jsonl"),
+        (["run", "bundled", "--grade-in", "elsewhere"], "--grade-in: invalid choice"),
+        (["run", "bundled", "--price", "cheap"], "expected RATE or BACKEND=RATE"),
+        (["run", "bundled", "--price", "ags=-1"], "a price cannot be negative"),
+        (["replay", "no-such.jsonl"], "cannot read no-such.jsonl"),
     ],
 )
 def test_bad_flags_fail_up_front_in_one_line(

@@ -44,7 +44,7 @@ _ALWAYS = {"pytest.ini": "pytest settings", "tox.ini": "tox / pytest settings"}
 _IF_PYTEST = {"setup.cfg", "pyproject.toml"}
 _SITE_DIRS = (
     "import site, sysconfig\n"
-    "paths = set(site.getsitepackages()) | {site.getusersitepackages()}\n"
+    "paths = set(getattr(site, 'getsitepackages', list)()) | {site.getusersitepackages()}\n"
     "paths |= {sysconfig.get_paths()[k] for k in ('stdlib', 'purelib', 'platlib')}\n"
     "print('\\n'.join(sorted(paths)))\n"
 )
