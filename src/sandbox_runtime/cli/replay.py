@@ -87,6 +87,7 @@ def _backend(records: list[dict[str, Any]], chosen: str | None) -> str:
 def _replay(args: argparse.Namespace) -> int:
     from sandbox_runtime.cli._tasks import load_tasks
     from sandbox_runtime.swe.dataset import DatasetError
+    from sandbox_runtime.swe.progress import Progress
     from sandbox_runtime.swe.replay import (
         read_trajectories,
         replay_agent,
@@ -120,20 +121,26 @@ def _replay(args: argparse.Namespace) -> int:
         grade_in="same",  # the replay sandbox is fresh and holds only what is replayed
         price=price_for(backend, args.price),
     )
+    progress = Progress(len(tasks), enabled=not args.quiet)
     runner = Runner(
         tasks,
         replay_agent(records, actions=args.actions),
         options,
+        on_done=lambda o: progress.update(
+            o.task_id, o.reward, o.reason, o.total_time, bool(o.error)
+        ),
         agent_name="replay-actions" if args.actions else "replay-patch",
     )
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcomes = runner.run()
     except KeyboardInterrupt:
+        progress.close()
         print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    progress.close()
     results = replay_results(records, outcomes)
     if not args.quiet:
         print(replay_table(results))
