@@ -239,3 +239,20 @@ def test_verl_reward_details_flag_a_patch_to_the_tests_and_count_its_sandbox(
     plain = compute_score("swe", f"```diff\n{task.gold_patch}```", None, task.source, details=True)
     assert isinstance(plain, dict)
     assert (plain["score"], plain["flagged"]) == (1.0, 0)
+
+
+def test_an_agent_that_removes_the_marker_is_flagged_unchecked(bundled_tasks: list[Task]) -> None:
+    """Hiding one's tracks is not a clean record: the check says it could not be made."""
+    task = task_named(bundled_tasks, "eventhub", "r2e")
+    with SWEEnv(task, backend="local") as env:
+        env.reset()
+        env.step(
+            {
+                "name": "execute_bash",
+                "arguments": {"command": "rm -f .git/sandbox-runtime-tamper-marker"},
+            }
+        )
+        assert env.compute_final_reward() == 0.0  # the reward is the tests' verdict still
+        (flag,) = env.last_tamper
+        assert (flag.kind, flag.path) == ("unchecked", "")
+        assert "the marker is gone" in flag.detail

@@ -265,7 +265,7 @@ class Runner:
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
-            baseline = tamper.take_baseline(sandbox)
+            baseline = tamper.baseline_or_none(sandbox)
             outcome.timings["setup"] = time.monotonic() - began
             result = self._attempt(task, sandbox, outcome, baseline)
             if result is not None:
@@ -293,7 +293,7 @@ class Runner:
         task: Task,
         sandbox: SandboxRuntime,
         outcome: TaskOutcome,
-        baseline: tamper.Baseline,
+        baseline: tamper.Baseline | None,
     ) -> AgentResult | None:
         """Run the agent and flag what it changed that grading reads; ``None`` if cancelled."""
         agent = self.agent_factory()
@@ -312,10 +312,7 @@ class Runner:
         outcome.patch = sandbox.diff()
         if result.error:
             outcome.error = result.error
-        try:
-            outcome.tamper = tamper.check(task, sandbox, baseline, outcome.patch)
-        except SandboxError as exc:
-            outcome.tamper = [tamper.TamperFlag("", "unchecked", str(exc)[:300])]
+        outcome.tamper = tamper.audit(task, sandbox, baseline, outcome.patch)
         return result
 
     def _grade(

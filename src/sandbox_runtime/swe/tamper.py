@@ -24,18 +24,29 @@ Two sources, both cheap:
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["Baseline", "TamperFlag", "check", "flags_from_patch", "take_baseline"]
+__all__ = [
+    "Baseline",
+    "TamperFlag",
+    "audit",
+    "baseline_or_none",
+    "check",
+    "flags_from_patch",
+    "take_baseline",
+]
+
+logger = logging.getLogger("sandbox_runtime.swe")
 
 _MARKER = "sandbox-runtime-tamper-marker"
 _MAX_LISTED = 100
@@ -187,3 +198,30 @@ def check(task: Task, sandbox: SandboxRuntime, baseline: Baseline, patch: str) -
             seen.add(flag.path)
             flags.append(flag)
     return flags
+
+
+def baseline_or_none(sandbox: SandboxRuntime) -> Baseline | None:
+    """:func:`take_baseline`, or ``None`` when it failed in a sandbox that is still alive.
+
+    A task is not lost because its audit could not start; :func:`audit` then says the check
+    was not made.  A sandbox that died is still :class:`~sandbox_runtime.errors.SandboxGoneError`.
+    """
+    try:
+        return take_baseline(sandbox)
+    except SandboxGoneError:
+        raise
+    except SandboxError as exc:
+        logger.warning("no tamper baseline in %s: %s", sandbox.id, exc)
+        return None
+
+
+def audit(
+    task: Task, sandbox: SandboxRuntime, baseline: Baseline | None, patch: str
+) -> list[TamperFlag]:
+    """:func:`check`, with an ``unchecked`` flag instead of an error when it cannot be made."""
+    if baseline is None:
+        return [TamperFlag("", "unchecked", "no baseline was taken at the start")]
+    try:
+        return check(task, sandbox, baseline, patch)
+    except SandboxError as exc:
+        return [TamperFlag("", "unchecked", str(exc)[:300])]

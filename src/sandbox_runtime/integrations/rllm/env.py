@@ -42,7 +42,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
@@ -152,7 +151,7 @@ class SWEEnv(_EnvBase):
                 sandbox.start()
                 prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
-                self._baseline = tamper.take_baseline(sandbox)
+                self._baseline = tamper.baseline_or_none(sandbox)
             except BaseException:
                 sandbox.close()
                 raise
@@ -212,11 +211,7 @@ class SWEEnv(_EnvBase):
         """
         sandbox = self._require_sandbox()
         patch = sandbox.diff()
-        if self._baseline is not None:
-            try:
-                self.last_tamper = tamper.check(self.task, sandbox, self._baseline, patch)
-            except SandboxError as exc:
-                self.last_tamper = [tamper.TamperFlag("", "unchecked", str(exc)[:300])]
+        self.last_tamper = tamper.audit(self.task, sandbox, self._baseline, patch)
         timeout = self.options.test_timeout
         began = time.monotonic()
         if self.grade_in is GradeIn.FRESH:
