@@ -149,6 +149,11 @@ def test_run_reads_its_flags_from_a_config_file(tmp_path: Path, suffix: str) -> 
     zero = tmp_path / f"zero{suffix}"
     zero.write_text("jobs = 0\n" if suffix == ".toml" else "jobs: 0\n")
     _one_line_usage_error(_cli(tmp_path, "run", "--config", str(zero)), "jobs: must be at least 1")
+    where = tmp_path / f"where{suffix}"
+    where.write_text('grade-in = "nowhere"\n' if suffix == ".toml" else "grade-in: nowhere\n")
+    _one_line_usage_error(
+        _cli(tmp_path, "run", "--config", str(where)), "grade-in: 'nowhere' is not one of"
+    )
 
 
 def test_version_and_debug(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ backend, prepared for its benchmark, handed to the agent, diffed, checked for ch
 what grading reads (:mod:`sandbox_runtime.swe.tamper`), graded and closed.  Grading runs in
 the agent's sandbox or in a fresh one with only the agent's diff applied
 (:mod:`sandbox_runtime.swe.isolation`; ``RunOptions.grade_in``, default: each benchmark's
-own practice).  A
+own practice).  Each outcome sums the accounting of every sandbox the task used
+(:mod:`sandbox_runtime.usage`), earlier attempts' included.  A
 failure in one task (the image is missing, the sandbox died) becomes that task's outcome
 with reward 0 and never stops the others.
 
