@@ -65,10 +65,6 @@ def _convert(action: argparse.Action, key: str, value: Any, path: Path) -> Any:
         except (argparse.ArgumentTypeError, ValueError) as exc:
             raise ConfigError(f"{path}: {key}: {exc}") from None
 
-    appended = isinstance(action, argparse._AppendAction)
-    if action.choices is not None and not appended and value not in action.choices:
-        choices = ", ".join(str(choice) for choice in action.choices)
-        raise ConfigError(f"{path}: {key}: {value!r} is not one of {choices}")
     if isinstance(action, argparse._StoreTrueAction):
         if not isinstance(value, bool):
             raise ConfigError(f"{path}: {key}: expected true or false")
