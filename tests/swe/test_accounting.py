@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_runtime import SandboxError, SandboxRuntime
 from sandbox_runtime.swe import Task
+from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.images import build_sample_image
+from sandbox_runtime.swe.runner import Runner, RunOptions
 from tests.conftest import DOCKER_IMAGE, docker_problem, require
 from tests.swe.conftest import task_named
 from tests.swe.test_audit import run_cli
@@ -82,3 +85,24 @@ def test_the_report_counts_what_the_agent_did(
         assert totals[key] == used[key]
     assert "sandbox-seconds over" in done.stdout
     assert "estimated cost" in done.stdout
+
+
+class _CrashOnce(Agent):
+    """Crashes on its first task attempt (an infrastructure-like error), then does nothing."""
+
+    attempts = 0
+
+    def run(self, task: Task, sandbox: SandboxRuntime, budget: Budget) -> AgentResult:
+        _CrashOnce.attempts += 1
+        if _CrashOnce.attempts == 1:
+            raise SandboxError("the agent's connection broke")
+        return AgentResult(submitted=True, stop_reason="submitted")
+
+
+def test_a_retried_task_pays_for_every_attempt(bundled_tasks: list[Task]) -> None:
+    task = task_named(bundled_tasks, "pricing", "r2e")  # graded in the same sandbox
+    options = RunOptions(backend="local", retries=1)
+    (outcome,) = Runner([task], _CrashOnce, options).run()
+    assert outcome.reward == 0.0
+    assert len(outcome.attempts) == 2
+    assert outcome.accounting.sandboxes == 2  # the failed attempt's sandbox was paid for too
