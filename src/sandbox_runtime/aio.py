@@ -31,6 +31,7 @@ from sandbox_runtime.config import SandboxConfig
 from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import _DEFAULT, SandboxRuntime
+from sandbox_runtime.usage import SandboxUsage
 
 __all__ = [
     "DEFAULT_MAX_WORKERS",
@@ -134,6 +135,11 @@ class AsyncSandboxRuntime:
     def id(self) -> str:
         """The backend's identifier of this sandbox."""
         return self._sync.id
+
+    @property
+    def usage(self) -> SandboxUsage:
+        """What this sandbox used so far (counted, never asked of the backend)."""
+        return self._sync.usage
 
     async def start(self) -> AsyncSandboxRuntime:
         """Create the sandbox."""

@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from tenacity import (
@@ -28,10 +30,28 @@ from tenacity import (
 
 from sandbox_runtime.ratelimit import RateLimiter
 
-__all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds"]
+__all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds", "retry_listener"]
 
 T = TypeVar("T")
 logger = logging.getLogger("sandbox_runtime.retry")
+
+_listener: ContextVar[Callable[[BaseException], None] | None] = ContextVar(
+    "sandbox_runtime_retry_listener", default=None
+)
+
+
+@contextmanager
+def retry_listener(callback: Callable[[BaseException], None]) -> Iterator[None]:
+    """Call ``callback`` with the error of every retry made in this context (this thread).
+
+    How a sandbox's accounting (:mod:`sandbox_runtime.usage`) learns of the retries its
+    backend made, without the backend knowing about accounting.
+    """
+    token = _listener.set(callback)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
 
 
 class RetryPolicy:
@@ -107,6 +127,9 @@ def call_with_retries(
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else 0.0
+        listener = _listener.get()
+        if listener is not None and error is not None:
+            listener(error)
         logger.warning(
             "%s failed (attempt %d, %s: %s); retrying in %.2fs",
             description,

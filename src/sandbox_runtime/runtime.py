@@ -32,6 +32,7 @@ from sandbox_runtime.errors import (
 from sandbox_runtime.limits import start_slot
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
+from sandbox_runtime.usage import SandboxUsage, UsageMeter, host_size
 
 __all__ = ["SandboxRuntime", "list_sandboxes"]
 
@@ -107,6 +108,7 @@ class SandboxRuntime:
         self._state = _State.NEW
         self._lifecycle = threading.Lock()
         self._base_commits: dict[str, str] = {}
+        self._meter = UsageMeter()
 
     @classmethod
     def connect(cls, backend: str, sandbox_id: str, /, **fields: Any) -> SandboxRuntime:
@@ -135,6 +137,8 @@ class SandboxRuntime:
         runtime._backend = backend_cls(runtime._config, options)
         runtime._lifecycle = threading.Lock()
         runtime._base_commits = {}
+        runtime._meter = UsageMeter()
+        runtime._meter.started(runtime._meter.starting())  # its lifetime here starts now
         runtime._backend.attach(sandbox_id)
         runtime._state = _State.STARTED
         return runtime
@@ -161,6 +165,11 @@ class SandboxRuntime:
         """The working directory of commands, and the base of relative paths."""
         return self._config.workdir
 
+    @property
+    def usage(self) -> SandboxUsage:
+        """What this sandbox used so far (:mod:`sandbox_runtime.usage`): counted, never asked."""
+        return self._meter.snapshot()
+
     def start(self) -> SandboxRuntime:
         """Create the sandbox; returns ``self``, so ``SandboxRuntime(...).start()`` reads well."""
         with self._lifecycle:
@@ -169,8 +178,11 @@ class SandboxRuntime:
             if self._state is _State.CLOSED:
                 raise SandboxClosedError("this sandbox was closed; open a new one")
             with start_slot(type(self._backend), self._backend.options) as waited:
-                began = time.monotonic()
-                self._backend.start()
+                # The sandbox's lifetime and start latency begin once a start slot is had.
+                began = self._meter.starting()
+                with self._meter.call():
+                    self._backend.start()
+                self._meter.started(began)
             self._state = _State.STARTED
         logger.debug(
             "started %s sandbox %s in %.3fs (%.3fs waiting for a start slot)",
@@ -188,8 +200,12 @@ class SandboxRuntime:
                 return
             was_started = self._state is _State.STARTED
             self._state = _State.CLOSED
-            if was_started:
-                self._backend.stop()
+            try:
+                if was_started:
+                    with self._meter.call():
+                        self._backend.stop()
+            finally:
+                self._meter.closed()
         logger.debug("closed %s sandbox", self._config.backend)
 
     def __enter__(self) -> SandboxRuntime:
@@ -295,7 +311,9 @@ class SandboxRuntime:
             stdin=stdin.encode() if isinstance(stdin, str) else stdin,
             max_output_bytes=max_output_bytes or self._config.max_output_bytes,
         )
-        result = self._exec_or_gone(backend, request)
+        with self._meter.call():
+            result = self._exec_or_gone(backend, request)
+        self._meter.command(result, request.stdin)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "exec %r -> %s in %.3fs%s",
@@ -344,7 +362,10 @@ class SandboxRuntime:
 
     def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
         """The content of a file in the sandbox."""
-        return self._ready().read_file(self.resolve(path))
+        with self._meter.call():
+            data = self._ready().read_file(self.resolve(path))
+        self._meter.moved(down=len(data))
+        return data
 
     def read_text(
         self, path: str | os.PathLike[str], *, encoding: str = "utf-8", errors: str = "strict"
@@ -356,7 +377,9 @@ class SandboxRuntime:
         """Create or replace a file, creating missing parent directories."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ConfigError(f"write_bytes needs bytes, got {type(data).__name__}")
-        self._ready().write_file(self.resolve(path), bytes(data), mode)
+        with self._meter.call():
+            self._ready().write_file(self.resolve(path), bytes(data), mode)
+        self._meter.moved(up=len(data))
 
     def write_text(
         self,
@@ -373,19 +396,23 @@ class SandboxRuntime:
 
     def exists(self, path: str | os.PathLike[str]) -> bool:
         """True if the path exists in the sandbox (a broken symlink counts)."""
-        return self._ready().exists(self.resolve(path))
+        with self._meter.call():
+            return self._ready().exists(self.resolve(path))
 
     def stat(self, path: str | os.PathLike[str]) -> FileInfo:
         """What ``path`` is (``lstat``: a symlink is described, not followed)."""
-        return self._ready().stat(self.resolve(path))
+        with self._meter.call():
+            return self._ready().stat(self.resolve(path))
 
     def list_dir(self, path: str | os.PathLike[str] = ".") -> list[FileInfo]:
         """The entries of a directory (default: the workdir), sorted by name."""
-        return self._ready().list_dir(self.resolve(path))
+        with self._meter.call():
+            return self._ready().list_dir(self.resolve(path))
 
     def make_dir(self, path: str | os.PathLike[str]) -> None:
         """Create a directory and its missing parents; an existing directory is fine."""
-        self._ready().make_dir(self.resolve(path))
+        with self._meter.call():
+            self._ready().make_dir(self.resolve(path))
 
     def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
         """Remove a file or symlink, or a whole directory with ``recursive=True``.
@@ -395,7 +422,8 @@ class SandboxRuntime:
         resolved = self.resolve(path)
         if resolved == "/":
             raise ConfigError("refusing to remove the sandbox's /")
-        self._ready().remove(resolved, recursive=recursive)
+        with self._meter.call():
+            self._ready().remove(resolved, recursive=recursive)
 
     def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
         """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files).
@@ -403,11 +431,15 @@ class SandboxRuntime:
         Large files and trees travel in pieces, so the client's memory does not grow with
         their size.
         """
-        self._ready().copy_in(Path(local_path), self.resolve(sandbox_path))
+        with self._meter.call():
+            self._ready().copy_in(Path(local_path), self.resolve(sandbox_path))
+        self._meter.moved(up=host_size(Path(local_path)))
 
     def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a sandbox file or directory to ``local_path`` on the host (in pieces)."""
-        self._ready().copy_out(self.resolve(sandbox_path), Path(local_path))
+        with self._meter.call():
+            self._ready().copy_out(self.resolve(sandbox_path), Path(local_path))
+        self._meter.moved(down=host_size(Path(local_path)))
 
     # -- repositories ------------------------------------------------------------------
 

@@ -54,6 +54,10 @@ def _no_sandbox_left(tmp_path: Path) -> None:
         (["exec", "--backend", "dockr", "--", "true"], "no sandbox backend named 'dockr'"),
         (["exec", "--timeout", "-1", "--", "true"], "--timeout: must be a positive"),
         (["run", "no-such-file.jsonl"], "no such task file: no-such-file.jsonl"),
+        (["run", "bundled", "--grade-in", "elsewhere"], "--grade-in: invalid choice"),
+        (["run", "bundled", "--price", "cheap"], "expected RATE or BACKEND=RATE"),
+        (["run", "bundled", "--price", "ags=-1"], "a price cannot be negative"),
+        (["replay", "no-such.jsonl"], "cannot read no-such.jsonl"),
     ],
 )
 def test_bad_flags_fail_up_front_in_one_line(
@@ -145,6 +149,12 @@ def test_run_reads_its_flags_from_a_config_file(tmp_path: Path, suffix: str) -> 
     zero = tmp_path / f"zero{suffix}"
     zero.write_text("jobs = 0\n" if suffix == ".toml" else "jobs: 0\n")
     _one_line_usage_error(_cli(tmp_path, "run", "--config", str(zero)), "jobs: must be at least 1")
+    where = tmp_path / f"where{suffix}"
+    where.write_text('grade-in = "nowhere"\n' if suffix == ".toml" else "grade-in: nowhere\n")
+    _one_line_usage_error(
+        _cli(tmp_path, "run", "--config", str(where)),
+        "grade-in: must be one of same, fresh, default",
+    )
 
 
 def test_version_and_debug(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_an_episode_fixes_the_bug_and_earns_the_reward(bundled_tasks: list[Task]
         assert "if field:" in observation
         assert (reward, done, step_info["tool"], step_info["exit_code"]) == (0.0, False, "bash", 0)
         # No function call: an empty observation, as rLLM's SWEEnv gives.
-        assert env.step("Let me think.") == ("", 0.0, False, {"tool": None})
+        assert env.step("Let me think.") == ("", 0.0, False, {"tool": None, "accounting": _ANY})
         observation, _, done, _ = env.step(
             _r2e_action(
                 "file_editor",
@@ -96,7 +96,13 @@ def test_an_episode_fixes_the_bug_and_earns_the_reward(bundled_tasks: list[Task]
 
 
 def env_info(env: SWEEnv) -> dict[str, Any]:
-    return {"tool": "submit", "exit_code": None, "error": False, "duration": _ANY}
+    return {
+        "tool": "submit",
+        "exit_code": None,
+        "error": False,
+        "duration": _ANY,
+        "accounting": _ANY,
+    }
 
 
 class _Anything:

@@ -38,6 +38,7 @@ EXIT_INTERRUPTED = 130
 _COMMAND_MODULES = (
     "sandbox_runtime.cli.core",
     "sandbox_runtime.cli.swe",
+    "sandbox_runtime.cli.replay",
     "sandbox_runtime.cli.ags",
     "sandbox_runtime.cli.kubernetes",
 )

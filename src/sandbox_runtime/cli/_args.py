@@ -14,7 +14,7 @@ from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 
-__all__ = ["backend_options", "count", "positive_float", "positive_int"]
+__all__ = ["backend_options", "count", "positive_float", "positive_int", "price", "price_for"]
 
 
 def positive_int(text: str) -> int:
@@ -92,3 +92,23 @@ def backend_options(backend: str, items: Iterable[str] | dict[str, Any]) -> dict
             )
             raise ConfigError(f"--backend-option: {problems}") from exc
     return options
+
+
+def price(text: str) -> tuple[str, float]:
+    """A ``--price``: ``RATE`` (any backend) or ``BACKEND=RATE``, per sandbox-second."""
+    backend, _, rate = text.rpartition("=")
+    try:
+        value = float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected RATE or BACKEND=RATE (a price per sandbox-second), got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a price cannot be negative, got {text!r}")
+    return backend.strip(), value
+
+
+def price_for(backend: str, prices: Iterable[tuple[str, float]] | None) -> float | None:
+    """The price that applies to ``backend``: its own, else one given for any backend."""
+    chosen = dict(prices or [])
+    return chosen.get(backend, chosen.get(""))

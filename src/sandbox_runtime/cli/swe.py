@@ -20,7 +20,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from sandbox_runtime.cli._args import backend_options, count, positive_float, positive_int
+from sandbox_runtime.cli._args import (
+    backend_options,
+    count,
+    positive_float,
+    positive_int,
+    price,
+    price_for,
+)
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
 
@@ -103,6 +110,22 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="at most N sandboxes of the backend start at once (default: the backend's own "
         "bound, 32 for docker)",
+    )
+    run.add_argument(
+        "--grade-in",
+        choices=["same", "fresh", "default"],
+        default="default",
+        help="where the tests run: same (the agent's sandbox, R2E-Gym's way), fresh (a new "
+        "sandbox with only the agent's diff applied, SWE-bench's way), default (each "
+        "benchmark's own: fresh for SWE-bench and SWE-smith, same for R2E-Gym and JSONL)",
+    )
+    run.add_argument(
+        "--price",
+        type=price,
+        action="append",
+        metavar="[BACKEND=]RATE",
+        help="price of one sandbox-second (repeat per backend, e.g. ags=0.00005): the report "
+        "adds an estimated cost to the accounting",
     )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
@@ -282,6 +305,8 @@ def _run(args: argparse.Namespace) -> int:
         backend_options=options_for_backend,
         retries=args.retries,
         warm=args.warm,
+        grade_in=None if args.grade_in == "default" else args.grade_in,
+        price=price_for(args.backend, args.price),
     )
     if args.max_starts is not None:
         from sandbox_runtime.limits import set_start_limit
@@ -310,6 +335,7 @@ def _run(args: argparse.Namespace) -> int:
                 "run_id": runner.run_id,
                 "backend": args.backend,
                 "agent": args.agent,
+                "grade_in": args.grade_in,
                 "sources": sources,
                 "skipped_rows": errors,
             }

@@ -88,6 +88,8 @@ class GradeResult:
     duration: float = 0.0
     graded_by: str = ""
     parser: str = ""
+    grade_in: str = ""
+    """``same`` or ``fresh``: where the tests ran (:mod:`sandbox_runtime.swe.isolation`)."""
 
     @property
     def outcome(self) -> Outcome:

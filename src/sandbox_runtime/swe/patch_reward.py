@@ -29,14 +29,24 @@ grading time (``test_timeout`` x (1 + ``retries``)).  :class:`GradingError` is n
 ``TimeoutError``, so verl never mistakes it for its own timeout.
 
 Every reward gets its own sandbox, so responses are graded independently and in parallel
-(verl's reward workers may call this from many threads or processes).
+(verl's reward workers may call this from many threads or processes).  That sandbox is
+fresh and holds nothing but the response's patch, so grading is always the SWE-bench
+harness's ``fresh`` kind here (there is no agent sandbox to grade in); what a patch changes
+that grading reads (the task's tests, ``conftest.py``, pytest settings) is still flagged.
+
+With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
+``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the patch
+was flagged, and the sandbox's accounting (start latency, sandbox-seconds, commands, bytes,
+retries, faults, grading time; :mod:`sandbox_runtime.usage`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_runtime.errors import SandboxError
@@ -45,8 +55,10 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.tamper import TamperFlag, flags_from_patch
+from sandbox_runtime.usage import SandboxUsage
 
-__all__ = ["compute_score", "extract_patch", "grade_patch"]
+__all__ = ["PatchVerdict", "compute_score", "extract_patch", "grade_patch", "judge_patch"]
 
 _FENCED = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 _DIFF_START = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null))", re.MULTILINE)
@@ -66,6 +78,64 @@ def extract_patch(response: str) -> str | None:
     return None
 
 
+@dataclass
+class PatchVerdict:
+    """A patch's grade, what it changed that grading reads, and what its sandbox used."""
+
+    grade: GradeResult
+    tamper: list[TamperFlag] = field(default_factory=list)
+    usage: SandboxUsage = field(default_factory=SandboxUsage)
+    grading_seconds: float = 0.0
+
+    def extra_info(self) -> dict[str, float | int]:
+        """Numbers for verl's ``reward_extra_info`` (one value per key and response)."""
+        used = self.usage
+        return {
+            "flagged": int(bool(self.tamper)),
+            "start_latency": round(used.start_latency, 3),
+            "sandbox_seconds": round(used.sandbox_seconds, 3),
+            "commands": used.commands,
+            "command_seconds": round(used.command_seconds, 3),
+            "bytes_up": used.bytes_up,
+            "bytes_down": used.bytes_down,
+            "retries": sum(used.retries.values()),
+            "faults": sum(used.faults.values()),
+            "grading_seconds": round(self.grading_seconds, 3),
+        }
+
+
+def judge_patch(
+    row: Mapping[str, Any],
+    patch: str | None,
+    *,
+    backend: str = "local",
+    backend_options: Mapping[str, Any] | None = None,
+    base_image: str | None = None,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> PatchVerdict:
+    """Apply ``patch`` to a fresh sandbox of the task ``row``, grade it, and account for it."""
+    if not patch:
+        return PatchVerdict(GradeResult(0.0, "no patch in the response", grade_in="fresh"))
+    task = parse_row(dict(row), index="extra_info")
+    options = RunOptions(
+        backend=backend,
+        test_timeout=test_timeout,
+        base_image=base_image,
+        backend_options=dict(backend_options or {}),
+    )
+    sandbox = SandboxRuntime(task_sandbox_config(task, options))
+    with sandbox:
+        prepare(task, sandbox)
+        sandbox.base_commit(refresh=True)
+        applied = sandbox.apply_patch(patch)
+        error = None if applied else (applied.message or "the patch does not apply")
+        began = time.monotonic()
+        graded = grade(task, sandbox, timeout=test_timeout, patch_error=error)
+        grading_seconds = time.monotonic() - began
+    graded.grade_in = "fresh"
+    return PatchVerdict(graded, flags_from_patch(task, patch), sandbox.usage, grading_seconds)
+
+
 def grade_patch(
     row: Mapping[str, Any],
     patch: str | None,
@@ -76,21 +146,14 @@ def grade_patch(
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
 ) -> GradeResult:
     """Apply ``patch`` to a fresh sandbox of the task ``row`` and grade it; says why on 0."""
-    if not patch:
-        return GradeResult(0.0, "no patch in the response")
-    task = parse_row(dict(row), index="extra_info")
-    options = RunOptions(
+    return judge_patch(
+        row,
+        patch,
         backend=backend,
-        test_timeout=test_timeout,
+        backend_options=backend_options,
         base_image=base_image,
-        backend_options=dict(backend_options or {}),
-    )
-    with SandboxRuntime(task_sandbox_config(task, options)) as sandbox:
-        prepare(task, sandbox)
-        sandbox.base_commit(refresh=True)
-        applied = sandbox.apply_patch(patch)
-        error = None if applied else (applied.message or "the patch does not apply")
-        return grade(task, sandbox, timeout=test_timeout, patch_error=error)
+        test_timeout=test_timeout,
+    ).grade
 
 
 def compute_score(
@@ -100,25 +163,30 @@ def compute_score(
     extra_info: Mapping[str, Any] | str | None = None,
     *,
     retries: int = 1,
+    details: bool = False,
     **settings: Any,
-) -> float:
+) -> float | dict[str, float | int]:
     """Verl's reward-function signature; the keywords are ``reward_kwargs``.
 
-    ``retries`` and ``settings`` (backend, backend_options, ...) come from
+    ``retries``, ``details`` and ``settings`` (backend, backend_options, ...) come from
     ``custom_reward_function.reward_kwargs``. ``data_source`` and ``ground_truth`` are not
-    needed: the task row in ``extra_info`` carries the tests that decide.  Raises
-    :class:`GradingError` when every attempt ended without a verdict.
+    needed: the task row in ``extra_info`` carries the tests that decide.  ``details=True``
+    returns ``{"score": ..., ...}`` with the tamper flag and the accounting (see the module
+    docstring).  Raises :class:`GradingError` when every attempt ended without a verdict.
     """
     if extra_info is None:
         raise ValueError("compute_score needs the task row as extra_info")
     row = json.loads(extra_info) if isinstance(extra_info, str) else extra_info
     patch = extract_patch(solution_str)
-    result = GradeResult(None, "not graded")
+    verdict = PatchVerdict(GradeResult(None, "not graded"))
     for _attempt in range(1 + max(retries, 0)):
         try:
-            result = grade_patch(row, patch, **settings)
+            verdict = judge_patch(row, patch, **settings)
         except SandboxError as exc:  # the sandbox's start, setup or patch step failed
-            result = GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
-        if not result.is_error:
-            return result.reward_or_raise()
-    raise GradingError(result)
+            verdict = PatchVerdict(
+                GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
+            )
+        if not verdict.grade.is_error:
+            score = verdict.grade.reward_or_raise()
+            return {"score": score, **verdict.extra_info()} if details else score
+    raise GradingError(verdict.grade)

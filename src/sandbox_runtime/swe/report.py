@@ -1,10 +1,12 @@
 """What a run leaves behind: per-task outcomes, the summary table, the JSON report, trajectories.
 
 * The **report** (``--report``) is one JSON document: the run's settings, a summary, and one
-  short entry per task (reward, reason, steps, timings), without long outputs.
+  short entry per task (reward, reason, steps, timings, where it was graded, tamper flags),
+  without long outputs.
 * The **trajectories** (``--trajectories``) are JSONL, one record per task, written as each
   task finishes: the agent's actions with their commands and outputs, the patch, the test
-  output and parsed statuses, the reward and the timings.
+  output and parsed statuses, the reward and the timings, and the task's row (what
+  ``sandbox-runtime replay`` grades again).
 * The **smoke report** is the single-task shape of Graph Planner's ``run_rule_agent.py``:
   ``{reward, done, steps, trajectory: [{step, phase, action, info}], last_info, tests, patch}``.
 
@@ -20,6 +22,8 @@ from typing import IO, Any
 
 from sandbox_runtime.swe.agents.base import Step
 from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.tamper import TamperFlag
+from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["TaskOutcome", "smoke_report", "summary_table", "write_report", "write_trajectory"]
 
@@ -49,6 +53,40 @@ class TaskOutcome:
     attempts: list[str] = field(default_factory=list)
     """With ``--retries``: why each attempt ended (the earlier ones' errors, then the last
     one's reason); empty when the first attempt counted."""
+    grade_in: str = ""
+    """``same`` or ``fresh``: where the tests ran (:mod:`sandbox_runtime.swe.isolation`)."""
+    tamper: list[TamperFlag] = field(default_factory=list)
+    """What the agent changed that grading reads (:mod:`sandbox_runtime.swe.tamper`); the
+    reward is the tests' verdict either way."""
+    task_row: dict[str, Any] = field(default_factory=dict)
+    """``{"format": ..., "row": ...}``: the task as read, so ``replay`` can grade it again."""
+    accounting: SandboxUsage = field(default_factory=SandboxUsage)
+    """What the task's sandboxes used (the agent's, a fresh grading one, earlier attempts')."""
+    agent_accounting: SandboxUsage = field(default_factory=SandboxUsage)
+    """The agent's share: its commands and bytes, between setup and grading."""
+    price: float | None = None
+    """Price per sandbox-second, for the estimated cost (``None``: no estimate)."""
+
+    def accounting_entry(self) -> dict[str, Any]:
+        """The accounting as reports show it (see :mod:`sandbox_runtime.usage`)."""
+        agent = self.agent_accounting
+        cost = self.accounting.cost(self.price)
+        return {
+            **self.accounting.to_dict(),
+            "grading_seconds": round(self.timings.get("grade", 0.0), 3),
+            "agent": {
+                "commands": agent.commands,
+                "command_seconds": round(agent.command_seconds, 3),
+                "bytes_up": agent.bytes_up,
+                "bytes_down": agent.bytes_down,
+            },
+            "cost": None if cost is None else round(cost, 6),
+        }
+
+    @property
+    def flagged(self) -> bool:
+        """True when the agent changed something grading reads (or that could not be checked)."""
+        return bool(self.tamper)
 
     @property
     def outcome(self) -> str:
@@ -80,6 +118,10 @@ class TaskOutcome:
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "usage": self.usage,
             "attempts": self.attempts,
+            "grade_in": self.grade_in,
+            "flagged": self.flagged,
+            "tamper": [flag.to_dict() for flag in self.tamper],
+            "accounting": self.accounting_entry(),
         }
 
     def trajectory(self) -> dict[str, Any]:
@@ -100,6 +142,7 @@ class TaskOutcome:
                 "graded_by": grade.graded_by if grade else "",
                 "duration": round(grade.duration, 3) if grade else 0.0,
             },
+            "task": self.task_row,
         }
 
 
@@ -128,6 +171,19 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
         + ("-" if mean is None else f"{mean:.3f}")
         + " over the graded ones"
     )
+    graded_in = ", ".join(f"{count} {where}" for where, count in totals["grade_in"].items())
+    lines.append(
+        f"graded in: {graded_in or '-'}; {totals['flagged']} task(s) flagged for changing "
+        "what grading reads"
+    )
+    used = totals["accounting"]
+    cost = "" if used["cost"] is None else f"; estimated cost {used['cost']:.4f}"
+    lines.append(
+        f"used: {used['sandbox_seconds']:.1f} sandbox-seconds over {used['sandboxes']} "
+        f"sandbox(es), {used['commands']} command(s) taking {used['command_seconds']:.1f}s, "
+        f"{used['bytes_up']} bytes up, {used['bytes_down']} down, "
+        f"{sum(used['retries'].values())} retries, {sum(used['faults'].values())} faults{cost}"
+    )
     return "\n".join(lines)
 
 
@@ -140,6 +196,24 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
         "unresolved": sum(1 for o in outcomes if o.outcome == "unresolved"),
         "errors": sum(1 for o in outcomes if o.outcome == "error"),
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        "flagged": sum(1 for o in outcomes if o.flagged),
+        "accounting": run_accounting(outcomes),
+        "grade_in": {
+            where: sum(1 for o in outcomes if o.grade_in == where)
+            for where in sorted({o.grade_in for o in outcomes if o.grade_in})
+        },
+    }
+
+
+def run_accounting(outcomes: list[TaskOutcome]) -> dict[str, Any]:
+    """The run's totals of every task's accounting, and its estimated cost."""
+    total = SandboxUsage.total(o.accounting for o in outcomes)
+    costs = [o.accounting.cost(o.price) for o in outcomes]
+    known = [cost for cost in costs if cost is not None]
+    return {
+        **total.to_dict(),
+        "grading_seconds": round(sum(o.timings.get("grade", 0.0) for o in outcomes), 3),
+        "cost": round(sum(known), 6) if known else None,
     }
 
 

@@ -1,7 +1,12 @@
 """The main job: each task in a fresh sandbox, an agent acts, the tests grade it.
 
 Tasks run in parallel threads (``jobs``); each gets its own sandbox, opened on the chosen
-backend, prepared for its benchmark, handed to the agent, diffed, graded and closed.  A
+backend, prepared for its benchmark, handed to the agent, diffed, checked for changes to
+what grading reads (:mod:`sandbox_runtime.swe.tamper`), graded and closed.  Grading runs in
+the agent's sandbox or in a fresh one with only the agent's diff applied
+(:mod:`sandbox_runtime.swe.isolation`; ``RunOptions.grade_in``, default: each benchmark's
+own practice).  Each outcome sums the accounting of every sandbox the task used
+(:mod:`sandbox_runtime.usage`), earlier attempts' included.  A
 failure in one task (the image is missing, the sandbox died) becomes that task's outcome
 with reward 0 and never stops the others.
 
@@ -29,13 +34,16 @@ from sandbox_runtime.ownership import default_run_id
 from sandbox_runtime.pool import Lease
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.runtime import SandboxRuntime, validate_options
+from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.images import resolve_image
+from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
+from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["RunOptions", "Runner", "task_sandbox_config"]
 
@@ -63,6 +71,11 @@ class RunOptions:
     warm: int = 0
     """Sandboxes kept started ahead of the tasks per distinct sandbox configuration
     (``swe.warm``); 0 starts each task's sandbox when the task begins."""
+    grade_in: str | None = None
+    """``same``, ``fresh``, or ``None`` for each task's benchmark practice (see
+    :mod:`sandbox_runtime.swe.isolation`)."""
+    price: float | None = None
+    """Price of one sandbox-second on this backend, for the reports' estimated cost."""
 
 
 def task_sandbox_config(
@@ -123,6 +136,7 @@ class Runner:
         self._lock = threading.Lock()
         self._open: dict[int, SandboxRuntime] = {}
         self._pools: WarmPools | None = None
+        self._leases: dict[int, Lease] = {}
 
     @property
     def cancelled(self) -> bool:
@@ -203,8 +217,11 @@ class Runner:
         a task's tests decide once.  Each earlier attempt's error stays in ``attempts``.
         """
         earlier: list[str] = []
+        spent = SandboxUsage()
         while True:
             outcome = self._one(task)
+            # Every attempt's sandboxes were paid for: the accounting covers them all.
+            spent = outcome.accounting = spent + outcome.accounting
             if outcome.outcome != "error" or self.cancelled or len(earlier) >= self.options.retries:
                 outcome.attempts = [
                     *earlier,
@@ -220,6 +237,41 @@ class Runner:
                 self.options.retries,
             )
 
+    def _open_sandbox(
+        self, task: Task, used: list[SandboxRuntime], *, pooled: bool = False
+    ) -> SandboxRuntime:
+        """A sandbox for ``task``, tracked (before it starts) so that cancel closes it.
+
+        ``pooled``: taken from the run's warm pools when ``--warm`` made them (already
+        started). ``used`` collects the task's sandboxes, whose accounting the outcome sums.
+        """
+        lease: Lease | None = None
+        if pooled and self._pools is not None:
+            lease = self._pools.acquire(task, self._config(task))
+            sandbox = lease.sandbox
+        else:
+            sandbox = SandboxRuntime(self._config(task))
+        used.append(sandbox)
+        with self._lock:
+            self._open[id(sandbox)] = sandbox
+            if lease is not None:
+                self._leases[id(sandbox)] = lease
+        return sandbox
+
+    def _release(self, task: Task, sandbox: SandboxRuntime) -> None:
+        """Close ``sandbox`` (a pooled one through its lease); harmless to call twice."""
+        with self._lock:
+            lease = self._leases.pop(id(sandbox), None)
+        try:
+            if lease is not None:
+                lease.release()
+            else:
+                sandbox.close()
+        except SandboxError as exc:
+            logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
+        with self._lock:
+            self._open.pop(id(sandbox), None)
+
     def _one(self, task: Task) -> TaskOutcome:
         outcome = TaskOutcome(
             task_id=task.task_id,
@@ -227,29 +279,30 @@ class Runner:
             repo=task.repo,
             backend=self.options.backend,
             agent=self.agent_name,
+            task_row={"format": task.row_format or task.format, "row": task.source},
+            price=self.options.price,
         )
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
             return outcome
         began = time.monotonic()
         sandbox: SandboxRuntime | None = None
-        lease: Lease | None = None
+        used: list[SandboxRuntime] = []
         try:
-            if self._pools is not None:
-                lease = self._pools.acquire(task, self._config(task))
-                sandbox = lease.sandbox
-                with self._lock:
-                    self._open[id(sandbox)] = sandbox
-            else:
-                sandbox = SandboxRuntime(self._config(task))
-                with self._lock:
-                    self._open[id(sandbox)] = sandbox
-                sandbox.start()
+            outcome.grade_in = resolve_grade_in(task, self.options.grade_in).value
+            sandbox = self._open_sandbox(task, used, pooled=True)
+            sandbox.start()
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
+            baseline = tamper.baseline_or_none(sandbox)
             outcome.timings["setup"] = time.monotonic() - began
-            self._attempt(task, sandbox, outcome)
+            result = self._attempt(task, sandbox, outcome, baseline)
+            if result is not None:
+                if outcome.grade_in == GradeIn.FRESH.value:
+                    # The agent's sandbox is no longer needed: free it before the next starts.
+                    self._release(task, sandbox)
+                self._grade(task, sandbox, outcome, result, used)
         except Exception as exc:
             if self._cancel.is_set():
                 outcome.reason = outcome.error = "cancelled"
@@ -260,37 +313,66 @@ class Runner:
             outcome.reward = None
         finally:
             if sandbox is not None:
-                try:
-                    if lease is not None:
-                        lease.release()
-                    else:
-                        sandbox.close()
-                except SandboxError as exc:
-                    logger.warning("closing sandbox of %s failed: %s", task.task_id, exc)
-                with self._lock:
-                    self._open.pop(id(sandbox), None)
+                self._release(task, sandbox)
             outcome.timings["total"] = time.monotonic() - began
+            outcome.accounting = SandboxUsage.total(box.usage for box in used)
         return outcome
 
-    def _attempt(self, task: Task, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
+    def _attempt(
+        self,
+        task: Task,
+        sandbox: SandboxRuntime,
+        outcome: TaskOutcome,
+        baseline: tamper.Baseline | None,
+    ) -> AgentResult | None:
+        """Run the agent and flag what it changed that grading reads; ``None`` if cancelled."""
         agent = self.agent_factory()
         began = time.monotonic()
+        before = sandbox.usage
         result: AgentResult = agent.run(task, sandbox, self._budget(task))
         outcome.timings["agent"] = time.monotonic() - began
+        outcome.agent_accounting = sandbox.usage.since(before)
         outcome.steps = result.steps
         outcome.submitted = result.submitted
         outcome.stop_reason = result.stop_reason
         outcome.usage = result.usage
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
-            return
+            return None
         outcome.patch = sandbox.diff()
         if result.error:
             outcome.error = result.error
+        outcome.tamper = tamper.audit(task, sandbox, baseline, outcome.patch)
+        return result
+
+    def _grade(
+        self,
+        task: Task,
+        sandbox: SandboxRuntime,
+        outcome: TaskOutcome,
+        result: AgentResult,
+        used: list[SandboxRuntime],
+    ) -> None:
+        """Grade where the task is graded, and turn the result into the outcome's reward."""
         began = time.monotonic()
-        graded = grade(
-            task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
-        )
+        graded: GradeResult
+        if outcome.grade_in == GradeIn.FRESH.value:
+            fresh = self._open_sandbox(task, used)
+            try:
+                graded = grade_fresh(
+                    task,
+                    fresh,
+                    outcome.patch,
+                    timeout=self.options.test_timeout,
+                    patch_error=result.patch_error,
+                )
+            finally:
+                self._release(task, fresh)
+        else:
+            graded = grade(
+                task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+            )
+        graded.grade_in = outcome.grade_in
         outcome.timings["grade"] = time.monotonic() - began
         outcome.grade = graded
         outcome.reward = graded.reward

@@ -17,10 +17,15 @@ otherwise behaves the same, so rollouts are the ones R2E-Gym and DeepSWE produce
   output of [...]:``).  An action that calls no tool gets an empty observation, as in rLLM.
   Commands starting with ``git``, ``ipython``, ``jupyter`` or ``nohup`` are refused, as
   R2E-Gym's ``execute_bash`` refuses them (``blocked_commands`` changes the list).
-* ``compute_final_reward`` grades the sandbox by the task's own tests: 1.0 or 0.0 when the
-  tests decide, :class:`~sandbox_runtime.swe.grading.GradingError` when they could not
-  (sandbox gone, backend error, harness timeout), never a 0 they did not give.  A sandbox
-  that dies under ``step`` raises :class:`~sandbox_runtime.SandboxGoneError` the same way.
+* ``compute_final_reward`` grades by the task's own tests, in the episode's sandbox or in a
+  fresh one with only the episode's diff applied (``grade_in``: ``same``, ``fresh``, default
+  the benchmark's own practice, see :mod:`sandbox_runtime.swe.isolation`), and lists in
+  :attr:`SWEEnv.last_tamper` what the episode changed that grading reads (the held-out
+  tests, ``conftest.py``, pytest settings, installed packages; the reward is unchanged):
+  1.0 or 0.0 when the tests decide, :class:`~sandbox_runtime.swe.grading.GradingError`
+  when they could not (sandbox gone, backend error, harness timeout), never a 0 they did
+  not give.  A sandbox that dies under ``step`` raises
+  :class:`~sandbox_runtime.SandboxGoneError` the same way.
 * ``from_dict`` takes a verl row's ``extra_info`` (as written by ``sandbox-runtime tasks
   rllm``, or any R2E-Gym / SWE-bench / SWE-smith / JSONL row) merged with rLLM's
   ``env_args``; the settings below are taken out, rLLM's other keys are ignored.
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -54,6 +60,7 @@ from sandbox_runtime.integrations.r2egym import (
     tool_files,
 )
 from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
     FINISHED,
@@ -66,11 +73,13 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 )
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.usage import SandboxUsage
 
 if TYPE_CHECKING:
     _EnvBase = object
@@ -92,6 +101,7 @@ SETTINGS = (
     "max_output_chars",
     "blocked_commands",
     "tools",
+    "grade_in",
 )
 #: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
 _SCRIPT_DIR = "/usr/local/bin"
@@ -122,6 +132,7 @@ class SWEEnv(_EnvBase):
         max_output_chars: int = 16000,
         blocked_commands: Sequence[str] = BLOCKED_COMMANDS,
         tools: Literal["auto", "r2egym", "builtin"] = "auto",
+        grade_in: str | None = None,
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -138,6 +149,12 @@ class SWEEnv(_EnvBase):
             raise ConfigError("SWEEnv(tools='r2egym') needs R2E-Gym installed (its tool scripts)")
         self.tool_scripts: list[Path] = scripts
         self._script_names: set[str] = set()
+        self.grade_in = resolve_grade_in(self.task, grade_in)
+        self.last_tamper: list[tamper.TamperFlag] = []
+        self._grading_usage = SandboxUsage()
+        self._grading_seconds = 0.0
+        self._closed_usage = SandboxUsage()
+        self._baseline: tamper.Baseline | None = None
         self.sandbox: SandboxRuntime | None = None
         self.tools: ToolBox | None = None
         self.total_steps = 0
@@ -164,6 +181,7 @@ class SWEEnv(_EnvBase):
                 prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
                 self._install_scripts(sandbox)
+                self._baseline = tamper.baseline_or_none(sandbox)
             except BaseException:
                 sandbox.close()
                 raise
@@ -175,7 +193,15 @@ class SWEEnv(_EnvBase):
             )
             self.total_steps = 0
             self.last_grade = None
-        return issue_text(self.task), {"task_id": self.task.task_id, "sandbox_id": sandbox.id}
+            self.last_tamper = []
+            self._grading_usage, self._grading_seconds = SandboxUsage(), 0.0
+        info = {
+            "task_id": self.task.task_id,
+            "sandbox_id": sandbox.id,
+            "grade_in": self.grade_in.value,
+            "accounting": self.accounting(),
+        }
+        return issue_text(self.task), info
 
     def step(
         self, action: str | ToolCall | Mapping[str, Any]
@@ -185,7 +211,7 @@ class SWEEnv(_EnvBase):
         call = parse_action(action, raw=bool(self._script_names))
         self.total_steps += 1
         if call is None:
-            return "", 0.0, False, {"tool": None}
+            return "", 0.0, False, {"tool": None, "accounting": self.accounting()}
         if self._script_names:
             return self._step_with_scripts(call)
         name = tool_name(call.name)
@@ -203,6 +229,7 @@ class SWEEnv(_EnvBase):
             "exit_code": observation.exit_code,
             "error": observation.error,
             "duration": observation.duration,
+            "accounting": self.accounting(),
         }
         text = frame(call.name, observation, timeout=self.options.step_timeout)
         return text, 0.0, observation.done, info
@@ -221,7 +248,7 @@ class SWEEnv(_EnvBase):
         sandbox = self._require_sandbox()
         info: dict[str, Any] = {"tool": call.name}
         if tool_name(call.name) == "submit":
-            return FINISHED, 0.0, True, info
+            return FINISHED, 0.0, True, info | {"accounting": self.accounting()}
         if call.name not in self._script_names:
             # RepoEnv refuses a tool it did not install and shows the call with no output.
             return frame_script_output(call.name, "", "-1"), 0.0, False, info | {"error": True}
@@ -231,19 +258,45 @@ class SWEEnv(_EnvBase):
             output = timeout_message(timeout)
         else:
             output = strip_colours(result.output) if status == "0" else result.output
-        info |= {"exit_code": result.exit_code, "duration": result.duration}
+        info |= {
+            "exit_code": result.exit_code,
+            "duration": result.duration,
+            "accounting": self.accounting(),
+        }
         return frame_script_output(call.name, output, status), 0.0, False, info
 
     def compute_final_reward(self) -> float:
-        """Grade the sandbox's current state by the task's own tests (1.0 or 0.0).
+        """Grade the episode by the task's own tests (1.0 or 0.0), where ``grade_in`` says.
 
         Raises :class:`~sandbox_runtime.swe.grading.GradingError` when the tests gave no
-        verdict (sandbox gone, backend error, harness timeout): never a 0 they did not give.
+        verdict (sandbox gone, backend error, harness timeout, a fresh sandbox that would not
+        start): never a 0 they did not give.
         """
-        self.last_grade = grade(
-            self.task, self._require_sandbox(), timeout=self.options.test_timeout
-        )
+        sandbox = self._require_sandbox()
+        patch = sandbox.diff()
+        self.last_tamper = tamper.audit(self.task, sandbox, self._baseline, patch)
+        timeout = self.options.test_timeout
+        began = time.monotonic()
+        if self.grade_in is GradeIn.FRESH:
+            fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
+            self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout)
+            self._grading_usage = self._grading_usage + fresh.usage
+        else:
+            self.last_grade = grade(self.task, sandbox, timeout=timeout)
+        self._grading_seconds += time.monotonic() - began
+        self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
+
+    def accounting(self) -> dict[str, Any]:
+        """What the episode used so far: its sandbox, a fresh grading sandbox, grading time.
+
+        Counted by the runtime as calls pass (:mod:`sandbox_runtime.usage`): no engine call.
+        """
+        episode = self.sandbox.usage if self.sandbox is not None else self._closed_usage
+        return {
+            **(episode + self._grading_usage).to_dict(),
+            "grading_seconds": round(self._grading_seconds, 3),
+        }
 
     def patch(self) -> str:
         """The episode's changes to the repository, as a diff against the task's base."""
@@ -292,4 +345,7 @@ class SWEEnv(_EnvBase):
     def _close_sandbox(self) -> None:
         if self.sandbox is not None:
             sandbox, self.sandbox, self.tools = self.sandbox, None, None
-            sandbox.close()
+            try:
+                sandbox.close()
+            finally:
+                self._closed_usage = sandbox.usage

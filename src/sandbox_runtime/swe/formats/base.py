@@ -46,6 +46,10 @@ class RowFormat(abc.ABC):
     #: Detection order: higher is asked first.  Built-ins use 10-40; a third-party format
     #: whose rows carry distinctive keys should use more, so it is asked before them.
     priority: ClassVar[int] = 100
+    #: Where the benchmark's own harness grades: ``fresh`` (a new sandbox from the image with
+    #: only the agent's diff applied, as the SWE-bench harness does) or ``same`` (the sandbox
+    #: the agent used, as R2E-Gym does).  ``run --grade-in`` overrides it.
+    grade_in: ClassVar[str] = "fresh"
 
     @classmethod
     @abc.abstractmethod
@@ -74,6 +78,17 @@ class RowFormat(abc.ABC):
         Return ``GradeResult(None, reason)`` when the tests gave no verdict (an error, never
         a 0); sandbox errors may simply propagate, the caller turns them into errors.
         """
+
+    @classmethod
+    def test_paths(cls, task: Task) -> tuple[str, ...]:
+        """The test files and directories :meth:`grade` runs or reads.
+
+        Relative paths are inside the repository, absolute ones are sandbox paths outside it
+        (R2E-Gym's held-out tests).  Tamper flags name an agent's change to any of them; the
+        default (none known) still flags ``conftest.py``, pytest settings and installed
+        packages.
+        """
+        return ()
 
     @classmethod
     def write(cls, task: Task) -> dict[str, Any]:

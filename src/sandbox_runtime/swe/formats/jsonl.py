@@ -92,6 +92,8 @@ class JsonlTaskFormat(RowFormat):
     name: ClassVar[str] = TaskFormat.JSONL.value
     description: ClassVar[str] = "JSONL tasks {task_id, issue, sandbox: {...}} (Graph Planner)"
     priority: ClassVar[int] = 40
+    #: Graph Planner grades its JSONL tasks in the container the agent used.
+    grade_in: ClassVar[str] = "same"
 
     @classmethod
     def detect(cls, row: Mapping[str, Any]) -> bool:

@@ -94,6 +94,7 @@ class R2EGymFormat(RowFormat):
     name: ClassVar[str] = TaskFormat.R2E.value
     description: ClassVar[str] = "R2E-Gym rows (parsed_commit_content, expected_output_json)"
     priority: ClassVar[int] = 30
+    grade_in: ClassVar[str] = "same"
 
     @classmethod
     def detect(cls, row: Mapping[str, Any]) -> bool:
@@ -130,6 +131,14 @@ class R2EGymFormat(RowFormat):
         result = sandbox.exec(r2e_setup_script(sandbox.workdir), timeout=120)
         if not result.ok:
             raise SetupError(f"R2E-Gym setup failed: {result.output.strip()[-2000:]}")
+
+    @classmethod
+    def test_paths(cls, task: Task) -> tuple[str, ...]:
+        """The held-out tests and ``run_tests.sh``, where setup hid them."""
+        return (
+            posixpath.join(R2E_ALT_PATH, "r2e_tests"),
+            posixpath.join(R2E_ALT_PATH, "run_tests.sh"),
+        )
 
     @classmethod
     def grade(cls, task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:

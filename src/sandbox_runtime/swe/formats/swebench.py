@@ -35,7 +35,13 @@ from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, t
 from sandbox_runtime.swe.parsers import parse_any, strip_ansi
 from sandbox_runtime.swe.task import GradingBlock, Task, TaskFormat
 
-__all__ = ["SWEBenchFormat", "SWEBenchGrading", "fallback_eval_script", "grade_test_lists"]
+__all__ = [
+    "SWEBenchFormat",
+    "SWEBenchGrading",
+    "fallback_eval_script",
+    "grade_test_lists",
+    "test_list_paths",
+]
 
 _GIT = "git -c safe.directory='*'"
 _PATCH_EOF = "EOF_SANDBOX_RUNTIME_TEST_PATCH"
@@ -127,9 +133,20 @@ class SWEBenchFormat(RowFormat):
         )
 
     @classmethod
+    def test_paths(cls, task: Task) -> tuple[str, ...]:
+        """The files ``test_patch`` touches and those the test ids name."""
+        return test_list_paths(task.grading_as(SWEBenchGrading))
+
+    @classmethod
     def grade(cls, task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:
         """The evaluation script, the repository's log parser, ``RESOLVED_FULL``."""
         return grade_test_lists(task, sandbox, timeout)
+
+
+def test_list_paths(grading: SWEBenchGrading) -> tuple[str, ...]:
+    """The test files a :class:`SWEBenchGrading` runs: its test patch's and its ids'."""
+    ids = grading.fail_to_pass + grading.pass_to_pass
+    return tuple(dict.fromkeys(_patch_files(grading.test_patch) + _id_files(ids)))
 
 
 def _patch_files(patch: str) -> list[str]:
@@ -153,9 +170,7 @@ def _id_files(test_ids: Iterable[str]) -> list[str]:
 
 def fallback_eval_script(grading: SWEBenchGrading, base: str) -> str:
     """Our evaluation script for rows without one (see the module docstring)."""
-    test_patch_files = _patch_files(grading.test_patch)
-    ids = grading.fail_to_pass + grading.pass_to_pass
-    files = list(dict.fromkeys(test_patch_files + _id_files(ids)))
+    files = list(test_list_paths(grading))
     reset = [
         f"{_GIT} checkout -q {shlex.quote(base)} -- {shlex.quote(path)} 2>/dev/null || true"
         for path in files

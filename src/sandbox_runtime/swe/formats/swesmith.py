@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat, json_list
-from sandbox_runtime.swe.formats.swebench import SWEBenchGrading, grade_test_lists
+from sandbox_runtime.swe.formats.swebench import SWEBenchGrading, grade_test_lists, test_list_paths
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.prepare import SetupError
 from sandbox_runtime.swe.task import Task, TaskFormat
@@ -111,6 +111,11 @@ class SWESmithFormat(RowFormat):
         )
         if not commit.ok:
             raise SetupError(f"committing the SWE-smith bug failed: {commit.output.strip()}")
+
+    @classmethod
+    def test_paths(cls, task: Task) -> tuple[str, ...]:
+        """The files the test ids name."""
+        return test_list_paths(task.grading_as(SWEBenchGrading))
 
     @classmethod
     def grade(cls, task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:

@@ -1,0 +1,83 @@
+"""Where a task is graded: in the agent's sandbox (``same``) or in a fresh one (``fresh``).
+
+R2E-Gym grades in the container the agent just used, so whatever the agent changed there
+(the held-out tests, a ``conftest.py``, an installed package) is part of the verdict.  The
+SWE-bench harness instead starts a new container from the task's image, applies only the
+model's patch of the repository, and runs the tests there; SWE-smith does the same.  Each task
+format names its benchmark's practice (:attr:`RowFormat.grade_in
+<sandbox_runtime.swe.formats.base.RowFormat.grade_in>`), and callers may override it.
+
+``fresh`` costs a second sandbox start and the setup of the task; what it buys is that only
+the agent's diff of the repository reaches the tests.  A fresh sandbox that cannot be
+started or prepared is an ``error`` outcome (no reward), never a 0; a diff that does not
+apply there is a 0, as in the harness ("patch did not apply").
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime.swe.formats import load_format
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.task import Task
+
+__all__ = ["GradeIn", "grade_fresh", "resolve_grade_in"]
+
+logger = logging.getLogger("sandbox_runtime.swe")
+
+
+class GradeIn(str, enum.Enum):
+    """Which sandbox the tests run in."""
+
+    SAME = "same"
+    """The sandbox the agent used (R2E-Gym)."""
+    FRESH = "fresh"
+    """A new sandbox from the task's image with only the agent's diff applied (SWE-bench)."""
+
+
+def resolve_grade_in(task: Task, choice: str | GradeIn | None) -> GradeIn:
+    """``choice``, or the task's benchmark's own practice when it is ``None`` or ``default``."""
+    if choice is None or choice == "default":
+        return GradeIn(load_format(task.format).grade_in)
+    return GradeIn(choice)
+
+
+def grade_fresh(
+    task: Task,
+    sandbox: SandboxRuntime,
+    patch: str,
+    *,
+    timeout: float = DEFAULT_TEST_TIMEOUT,
+    patch_error: str | None = None,
+) -> GradeResult:
+    """Start ``sandbox`` (not yet started), ready it for ``task``, apply ``patch``, grade, close.
+
+    The caller creates the sandbox (from the task's config, on the agent's backend) so that it
+    can track it for cancellation and read its accounting afterwards.
+    """
+    try:
+        if patch_error is not None:
+            return grade(task, sandbox, timeout=timeout, patch_error=patch_error)
+        try:
+            sandbox.start()
+            prepare(task, sandbox)
+            sandbox.base_commit(refresh=True)
+            if patch.strip():
+                applied = sandbox.apply_patch(patch)
+                if not applied:
+                    message = (applied.message or "the patch does not apply").strip()[:500]
+                    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {message}")
+        except SandboxError as exc:
+            return GradeResult(
+                None, f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
+            )
+        return grade(task, sandbox, timeout=timeout)
+    finally:
+        try:
+            sandbox.close()
+        except SandboxError as exc:
+            logger.warning("closing the grading sandbox of %s failed: %s", task.task_id, exc)
