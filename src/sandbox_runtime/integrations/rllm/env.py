@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.r2egym import (
     ToolScripts,
     run_command,
@@ -72,7 +72,7 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
     tool_name,
 )
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
@@ -273,7 +273,15 @@ class SWEEnv(_EnvBase):
         start): never a 0 they did not give.
         """
         sandbox = self._require_sandbox()
-        patch = sandbox.diff()
+        try:
+            patch = sandbox.diff()
+        except SandboxError as exc:  # the episode's sandbox is gone: nothing can be graded
+            self.last_grade = GradeResult(
+                None,
+                f"infrastructure error: {type(exc).__name__}: {exc}",
+                grade_in=self.grade_in.value,
+            )
+            raise GradingError(self.last_grade) from exc
         self.last_tamper = tamper.audit(self.task, sandbox, self._baseline, patch)
         timeout = self.options.test_timeout
         began = time.monotonic()
