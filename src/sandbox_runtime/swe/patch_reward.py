@@ -28,6 +28,9 @@ own ``reward.timeout`` into 0.0, and the legacy ``naive`` turns a ``TimeoutError
 grading time (``test_timeout`` x (1 + ``retries``)).  :class:`GradingError` is not a
 ``TimeoutError``, so verl never mistakes it for its own timeout.
 
+verl loads this file by its path, as a module it does not register: it defines no class
+(a dataclass here would fail there), only functions over the package's own modules.
+
 Every reward gets its own sandbox, so responses are graded independently and in parallel
 (verl's reward workers may call this from many threads or processes).  That sandbox is
 fresh and holds nothing but the response's patch, so grading is always the SWE-bench
@@ -46,7 +49,6 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_runtime.errors import SandboxError
@@ -55,8 +57,8 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
-from sandbox_runtime.swe.tamper import TamperFlag, flags_from_patch
-from sandbox_runtime.usage import SandboxUsage
+from sandbox_runtime.swe.tamper import flags_from_patch
+from sandbox_runtime.swe.verdict import PatchVerdict
 
 __all__ = ["PatchVerdict", "compute_score", "extract_patch", "grade_patch", "judge_patch"]
 
@@ -76,32 +78,6 @@ def extract_patch(response: str) -> str | None:
         if start:
             return text[start.start() :].rstrip("`\n") + "\n"
     return None
-
-
-@dataclass
-class PatchVerdict:
-    """A patch's grade, what it changed that grading reads, and what its sandbox used."""
-
-    grade: GradeResult
-    tamper: list[TamperFlag] = field(default_factory=list)
-    usage: SandboxUsage = field(default_factory=SandboxUsage)
-    grading_seconds: float = 0.0
-
-    def extra_info(self) -> dict[str, float | int]:
-        """Numbers for verl's ``reward_extra_info`` (one value per key and response)."""
-        used = self.usage
-        return {
-            "flagged": int(bool(self.tamper)),
-            "start_latency": round(used.start_latency, 3),
-            "sandbox_seconds": round(used.sandbox_seconds, 3),
-            "commands": used.commands,
-            "command_seconds": round(used.command_seconds, 3),
-            "bytes_up": used.bytes_up,
-            "bytes_down": used.bytes_down,
-            "retries": sum(used.retries.values()),
-            "faults": sum(used.faults.values()),
-            "grading_seconds": round(self.grading_seconds, 3),
-        }
 
 
 def judge_patch(

@@ -1,0 +1,37 @@
+"""What grading one model-written patch found (:mod:`sandbox_runtime.swe.patch_reward`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.tamper import TamperFlag
+from sandbox_runtime.usage import SandboxUsage
+
+__all__ = ["PatchVerdict"]
+
+
+@dataclass
+class PatchVerdict:
+    """A patch's grade, what it changed that grading reads, and what its sandbox used."""
+
+    grade: GradeResult
+    tamper: list[TamperFlag] = field(default_factory=list)
+    usage: SandboxUsage = field(default_factory=SandboxUsage)
+    grading_seconds: float = 0.0
+
+    def extra_info(self) -> dict[str, float | int]:
+        """Numbers for verl's ``reward_extra_info`` (one value per key and response)."""
+        used = self.usage
+        return {
+            "flagged": int(bool(self.tamper)),
+            "start_latency": round(used.start_latency, 3),
+            "sandbox_seconds": round(used.sandbox_seconds, 3),
+            "commands": used.commands,
+            "command_seconds": round(used.command_seconds, 3),
+            "bytes_up": used.bytes_up,
+            "bytes_down": used.bytes_down,
+            "retries": sum(used.retries.values()),
+            "faults": sum(used.faults.values()),
+            "grading_seconds": round(self.grading_seconds, 3),
+        }
