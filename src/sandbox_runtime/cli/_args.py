@@ -8,13 +8,22 @@ so lists and tables (``volumes``, ``engine_options``) can be given on the comman
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sandbox_runtime.errors import ConfigError
 
-__all__ = ["backend_options", "count", "positive_float", "positive_int", "price", "price_for"]
+__all__ = [
+    "add_fault_arguments",
+    "backend_options",
+    "count",
+    "positive_float",
+    "positive_int",
+    "price",
+    "price_for",
+]
 
 
 def positive_int(text: str) -> int:
@@ -112,3 +121,34 @@ def price_for(backend: str, prices: Iterable[tuple[str, float]] | None) -> float
     """The price that applies to ``backend``: its own, else one given for any backend."""
     chosen = dict(prices or [])
     return chosen.get(backend, chosen.get(""))
+
+
+def add_fault_arguments(
+    parser: argparse.ArgumentParser, spec_parser: str, planes_and_kinds: str
+) -> None:
+    """An emulator's ``--fault PLANE:RATE[:KIND,...]`` (repeatable) and ``--fault-seed``.
+
+    ``spec_parser`` names the emulator's ``parse_fault_spec`` (``module:function``), imported
+    only when the flag is used; ``planes_and_kinds`` is the help's list of both.
+    """
+    module, _, function = spec_parser.partition(":")
+
+    def fault_spec(text: str) -> Any:
+        parse: Callable[[str], Any] = getattr(importlib.import_module(module), function)
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=fault_spec,
+        metavar="PLANE:RATE[:KIND,...]",
+        help=f"fail a fraction of a plane's requests ({planes_and_kinds}; default kinds: the "
+        "first four, which a careful client recovers from); repeatable",
+    )
+    parser.add_argument(
+        "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
+    )

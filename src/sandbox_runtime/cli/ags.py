@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Any
 
+from sandbox_runtime.cli._args import add_fault_arguments
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -71,29 +72,13 @@ def register(subparsers: Any) -> None:
         metavar="USER:PASSWORD",
         help="the login that registry accepts, handed out by CreateInstanceToken (local use)",
     )
-    emulator.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        type=_fault_spec,
-        metavar="PLANE:RATE[:KIND,...]",
-        help="fail a fraction of a plane's requests (planes cloud, e2b, envd; kinds rate_limit, "
-        "unavailable, drop, slow, drop_answer, kill_instance; default: the first four, which "
-        "a careful client recovers from); repeatable",
-    )
-    emulator.add_argument(
-        "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
+    add_fault_arguments(
+        emulator,
+        "sandbox_runtime.emulators.ags._faults:parse_fault_spec",
+        "planes cloud, e2b, envd; "
+        "kinds rate_limit, unavailable, drop, slow, drop_answer, kill_instance",
     )
     emulator.set_defaults(handler=_emulator)
-
-
-def _fault_spec(text: str) -> Any:
-    from sandbox_runtime.emulators.ags._faults import parse_fault_spec
-
-    try:
-        return parse_fault_spec(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from sandbox_runtime.cli._args import add_fault_arguments
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -57,29 +58,12 @@ def register(subparsers: Any) -> None:
     )
     emulator.add_argument("--namespace", default="default", help="the kubeconfig's namespace")
     emulator.add_argument("--docker-host", help="Docker engine for the pods (default: DOCKER_HOST)")
-    emulator.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        type=_fault_spec,
-        metavar="PLANE:RATE[:KIND,...]",
-        help="fail a fraction of requests (planes api, exec; kinds rate_limit, unavailable, "
-        "drop, slow, drop_answer, kill_pod; default: the first four, which a careful client "
-        "recovers from); repeatable",
-    )
-    emulator.add_argument(
-        "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
+    add_fault_arguments(
+        emulator,
+        "sandbox_runtime.emulators.kubernetes._http:parse_fault_spec",
+        "planes api, exec; kinds rate_limit, unavailable, drop, slow, drop_answer, kill_pod",
     )
     emulator.set_defaults(handler=_emulator)
-
-
-def _fault_spec(text: str) -> Any:
-    from sandbox_runtime.emulators.kubernetes._http import parse_fault_spec
-
-    try:
-        return parse_fault_spec(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
