@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,6 +25,7 @@ __all__ = [
     "positive_int",
     "price",
     "price_for",
+    "run_interruptibly",
 ]
 
 
@@ -152,3 +155,25 @@ def add_fault_arguments(
     parser.add_argument(
         "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
     )
+
+
+def run_interruptibly(runner: Any, progress: Any) -> list[Any] | None:
+    """``runner.run()`` with SIGTERM acting as Ctrl-C; ``None`` when interrupted.
+
+    An interrupted run has closed every sandbox it opened (the runner does that); this says
+    so on stderr, and the caller exits 130.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        outcomes: list[Any] = runner.run()
+        return outcomes
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
+        return None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from sandbox_runtime.cli._args import (
     positive_int,
     price,
     price_for,
+    run_interruptibly,
 )
 from sandbox_runtime.errors import ConfigError
 
@@ -131,15 +130,9 @@ def _replay(args: argparse.Namespace) -> int:
         ),
         agent_name="replay-actions" if args.actions else "replay-patch",
     )
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        outcomes = runner.run()
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
+    outcomes = run_interruptibly(runner, progress)
+    if outcomes is None:
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     progress.close()
     results = replay_results(records, outcomes)
     if not args.quiet:
@@ -157,7 +150,3 @@ def _replay(args: argparse.Namespace) -> int:
         }
         args.report.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return 1 if summary["disagree"] or summary["error"] else 0
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from sandbox_runtime.cli._args import (
@@ -27,6 +25,7 @@ from sandbox_runtime.cli._args import (
     positive_int,
     price,
     price_for,
+    run_interruptibly,
 )
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
@@ -239,10 +238,6 @@ def _check_writable(path: Path | None, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: not writable")
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _run(args: argparse.Namespace) -> int:
     from sandbox_runtime.swe.dataset import DatasetError, select_tasks
     from sandbox_runtime.swe.progress import Progress
@@ -313,17 +308,13 @@ def _run(args: argparse.Namespace) -> int:
 
         set_start_limit(args.backend, args.max_starts)
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        outcomes = runner.run()
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
-        return 130
+        outcomes = run_interruptibly(runner, progress)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if trajectories is not None:
             trajectories.close()
+    if outcomes is None:
+        return 130
     progress.close()
     if not args.quiet:
         print(summary_table(outcomes))
