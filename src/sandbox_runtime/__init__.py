@@ -43,6 +43,7 @@ from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime.registry import BackendInfo, list_backends, load_backend
 from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import SandboxRuntime, list_sandboxes
+from sandbox_runtime.streaming import CommandHandle
 from sandbox_runtime.usage import SandboxUsage
 
 __version__ = "0.1.0"
@@ -60,6 +61,7 @@ __all__ = [
     "BackendUnavailableError",
     "Capability",
     "CommandFailedError",
+    "CommandHandle",
     "ConfigError",
     "ExecRequest",
     "ExecResult",

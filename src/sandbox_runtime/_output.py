@@ -7,15 +7,17 @@ are what people read (the command's start and its final error or summary), so th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["HeadTailBuffer"]
 
 
 class HeadTailBuffer:
     """Keeps the first ``limit // 2`` and the last ``limit - limit // 2`` bytes written to it."""
 
-    __slots__ = ("_head", "_head_limit", "_tail", "_tail_limit", "_total")
+    __slots__ = ("_head", "_head_limit", "_on_write", "_tail", "_tail_limit", "_total")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, on_write: Callable[[bytes], None] | None = None) -> None:
         if limit <= 0:
             raise ValueError("limit must be positive")
         self._head_limit = limit // 2
@@ -23,9 +25,15 @@ class HeadTailBuffer:
         self._head = bytearray()
         self._tail = bytearray()
         self._total = 0
+        self._on_write = on_write
 
     def write(self, data: bytes) -> None:
-        """Append a chunk; cost is proportional to the chunk, never to the total."""
+        """Append a chunk; cost is proportional to the chunk, never to the total.
+
+        ``on_write`` (streaming) sees every chunk as it arrives, kept or not.
+        """
+        if self._on_write is not None and data:
+            self._on_write(bytes(data))
         self._total += len(data)
         room = self._head_limit - len(self._head)
         if room > 0:

@@ -103,16 +103,16 @@ def wrapped_argv(
     return [shell, "-c", _EVAL, token, cwd, text, *tail]
 
 
-def kill_group_script(token: str) -> list[str]:
+def kill_group_script(token: str, *, var: str = TOKEN_VAR) -> list[str]:
     """An argument vector that SIGKILLs every process carrying ``token``, and their groups.
 
-    It matches ``TOKEN_VAR=token`` in ``/proc/<pid>/environ``.  The token is passed in two
-    halves so that the kill script's own command line does not contain it; its environment
-    does not either, since the backend sets the token only on the command's exec.
+    It matches ``var=token`` (``TOKEN_VAR`` by default) in ``/proc/<pid>/environ``.  The token
+    is passed in two halves so that the kill script's own command line does not contain it;
+    its environment does not either, since only the command's exec carries the token.
     """
     half = len(token) // 2
     script = (
-        f't="{TOKEN_VAR}=$1$2"; for d in /proc/[0-9]*; do '
+        f't="{var}=$1$2"; for d in /proc/[0-9]*; do '
         'case " $(tr "\\000" " " < "$d/environ" 2>/dev/null) " in *" $t "*) '
         'p=${d#/proc/}; kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null;; '
         "esac; done; true"

@@ -31,6 +31,7 @@ from sandbox_runtime.config import SandboxConfig
 from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime.runtime import _DEFAULT, SandboxRuntime
+from sandbox_runtime.streaming import TextListener
 from sandbox_runtime.usage import SandboxUsage
 
 __all__ = [
@@ -175,8 +176,14 @@ class AsyncSandboxRuntime:
         stdin: bytes | str | None = None,
         check: bool = False,
         max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
     ) -> ExecResult:
-        """Run a command; see :meth:`SandboxRuntime.exec`."""
+        """Run a command; see :meth:`SandboxRuntime.exec`.
+
+        The output callbacks run on the executor's thread that reads the output, not in the
+        event loop: use ``loop.call_soon_threadsafe`` to hand text to a coroutine.
+        """
         return await self._run(
             self._sync.exec,
             command,
@@ -186,6 +193,8 @@ class AsyncSandboxRuntime:
             stdin=stdin,
             check=check,
             max_output_bytes=max_output_bytes,
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
         )
 
     async def run_tests(

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, ClassVar, Generic, TypeVar, cast
 
 from sandbox_runtime import _archive, _files, _transfer, ownership
+from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import ConfigError, SandboxIsADirectoryError
 from sandbox_runtime.results import ExecResult, FileInfo
@@ -78,6 +79,20 @@ class ExecRequest:
     timeout: float | None = None
     stdin: bytes | None = None
     max_output_bytes: int = 8 * 1024 * 1024
+    on_output: Callable[[str, bytes], None] | None = field(default=None, compare=False)
+    """Streaming: called with ``("stdout" | "stderr", chunk)`` as output arrives, from the
+    thread that reads it; backends get it for free by capturing through
+    :meth:`output_buffers`."""
+
+    def output_buffers(self) -> tuple[HeadTailBuffer, HeadTailBuffer]:
+        """The capped stdout and stderr buffers of this command, streaming when asked."""
+        listener = self.on_output
+        if listener is None:
+            return HeadTailBuffer(self.max_output_bytes), HeadTailBuffer(self.max_output_bytes)
+        return (
+            HeadTailBuffer(self.max_output_bytes, lambda data: listener("stdout", data)),
+            HeadTailBuffer(self.max_output_bytes, lambda data: listener("stderr", data)),
+        )
 
     @property
     def display(self) -> str:
@@ -340,6 +355,15 @@ class Backend(abc.ABC, Generic[OptionsT]):
     @abc.abstractmethod
     def is_alive(self) -> bool:
         """True while the sandbox exists and can run commands."""
+
+    def kill_marked(self, marker: str) -> bool:
+        """SIGKILL, from outside, the sandbox's processes whose environment holds ``marker``.
+
+        ``marker`` is ``NAME=value``.  Returns ``False`` when this backend cannot, and the
+        runtime then kills from inside the sandbox (a ``/proc`` scan); ``local`` can and must,
+        since under namespace isolation each command has a PID namespace of its own.
+        """
+        return False
 
     @classmethod
     def reap(

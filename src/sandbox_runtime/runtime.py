@@ -32,6 +32,14 @@ from sandbox_runtime.errors import (
 from sandbox_runtime.limits import start_slot
 from sandbox_runtime.registry import load_backend
 from sandbox_runtime.results import ExecResult, FileInfo, PatchResult
+from sandbox_runtime.streaming import (
+    BACKGROUND_VAR,
+    CommandHandle,
+    OutputListener,
+    TextListener,
+    new_background_token,
+    output_listener,
+)
 from sandbox_runtime.usage import SandboxUsage, UsageMeter, host_size
 
 __all__ = ["SandboxRuntime", "list_sandboxes"]
@@ -268,6 +276,8 @@ class SandboxRuntime:
         stdin: bytes | str | None = None,
         check: bool = False,
         max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
     ) -> ExecResult:
         """Run a command and return its result; a non-zero exit is data unless ``check=True``.
 
@@ -275,7 +285,65 @@ class SandboxRuntime:
         argument vector run without a shell.  ``timeout`` defaults to the config's
         ``exec_timeout`` (``None`` for no limit); when it fires, the command's whole process
         group is killed and the output so far is returned with ``timed_out=True``.
+        ``on_stdout`` / ``on_stderr`` get the output as text while it arrives (from the
+        thread reading it; :mod:`sandbox_runtime.streaming`); the result still holds it all.
         """
+        listener = output_listener(on_stdout, on_stderr)
+        try:
+            return self._exec(command, cwd, env, timeout, stdin, check, max_output_bytes, listener)
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def exec_background(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | str | None = None,
+        max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
+    ) -> CommandHandle:
+        """Start a command and return at once: a handle with ``wait()``, ``kill()`` and ``done``.
+
+        The command runs as :meth:`exec` runs it (no time limit unless ``timeout``), on a
+        thread of its own; the callbacks stream its output. ``kill()`` ends it and everything
+        it started.
+        """
+        self._ready()
+        token = new_background_token()
+        merged = {**(env or {}), BACKGROUND_VAR: token}
+        display = command if isinstance(command, str) else shlex.join(command)
+        handle = CommandHandle(self, token, display)
+
+        def run() -> ExecResult:
+            return self.exec(
+                command,
+                cwd=cwd,
+                env=merged,
+                timeout=timeout,
+                stdin=stdin,
+                max_output_bytes=max_output_bytes,
+                on_stdout=on_stdout,
+                on_stderr=on_stderr,
+            )
+
+        return handle.start(run)
+
+    def _exec(
+        self,
+        command: str | Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        stdin: bytes | str | None,
+        check: bool,
+        max_output_bytes: int | None,
+        listener: OutputListener | None,
+    ) -> ExecResult:
         backend = self._ready()
         if isinstance(command, str):
             if not command.strip():
@@ -310,6 +378,7 @@ class SandboxRuntime:
             timeout=timeout,
             stdin=stdin.encode() if isinstance(stdin, str) else stdin,
             max_output_bytes=max_output_bytes or self._config.max_output_bytes,
+            on_output=listener,
         )
         with self._meter.call():
             result = self._exec_or_gone(backend, request)

@@ -425,8 +425,7 @@ class DockerBackend(Backend[DockerOptions]):
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise self._translate(exc, "exec") from exc
         deadline = None if request.timeout is None else began + request.timeout
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
+        stdout, stderr = request.output_buffers()
         try:
             finished = stream.pump({_STDOUT: stdout, _STDERR: stderr}, deadline, request.stdin)
         finally:

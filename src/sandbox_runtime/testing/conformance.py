@@ -165,6 +165,53 @@ class SandboxConformance:
         time.sleep(4)
         assert not sandbox.exists("late.txt")
 
+    def test_output_streams_while_the_command_runs(self, sandbox: SandboxRuntime) -> None:
+        seen: list[tuple[str, str, float]] = []
+        began = time.monotonic()
+        result = sandbox.exec(
+            "printf 'first\\n'; printf 'warn\\n' >&2; sleep 2; printf 'caf\\303\\251\\n'",
+            on_stdout=lambda text: seen.append(("out", text, time.monotonic() - began)),
+            on_stderr=lambda text: seen.append(("err", text, time.monotonic() - began)),
+        )
+        assert result.stdout == "first\ncafé\n"
+        assert "".join(text for kind, text, _ in seen if kind == "out") == result.stdout
+        assert "".join(text for kind, text, _ in seen if kind == "err") == "warn\n"
+        first = next(at for kind, text, at in seen if "first" in text)
+        assert first < result.duration - 1.0  # delivered before the command's last second
+
+    def test_a_raising_output_callback_does_not_break_the_command(
+        self, sandbox: SandboxRuntime
+    ) -> None:
+        def broken(text: str) -> None:
+            raise RuntimeError("observer bug")
+
+        result = sandbox.exec("echo one; echo two", on_stdout=broken)
+        assert (result.exit_code, result.stdout) == (0, "one\ntwo\n")
+
+    def test_background_command_wait_and_kill(self, sandbox: SandboxRuntime) -> None:
+        lines: list[str] = []
+        quick = sandbox.exec_background("sleep 1; echo done", on_stdout=lines.append)
+        assert not quick.done
+        assert quick.wait(timeout=30).stdout == "done\n"
+        assert "".join(lines) == "done\n"
+        # A long command and what it started in a new session are killed, not waited for.
+        started = threading.Event()
+        slow = sandbox.exec_background(
+            "(setsid sh -c 'sleep 4; echo late > bg-late.txt' &); echo started; sleep 60",
+            on_stdout=lambda text: started.set(),
+        )
+        assert started.wait(20), "the background command's output never arrived"
+        began = time.monotonic()
+        result = slow.kill()
+        assert result is not None
+        assert time.monotonic() - began < 20
+        assert result.exit_code != 0
+        assert result.stdout == "started\n"
+        assert slow.killed
+        time.sleep(5)
+        assert not sandbox.exists("bg-late.txt")
+        assert sandbox.exec("echo still-usable").stdout == "still-usable\n"
+
     def test_a_command_whose_sandbox_dies_is_sandbox_gone(
         self, sandbox_config: SandboxConfig
     ) -> None:

@@ -40,7 +40,6 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 
 from sandbox_runtime import _shell
-from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime._shell import check_cwd
 from sandbox_runtime.backend import (
     Availability,
@@ -500,8 +499,7 @@ class AgsBackend(Backend[AgsOptions]):
         marker = f"{_STATE_DIR}/{token}.started"
         argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file, marker)
         envs = {**request.env, _shell.TOKEN_VAR: token}
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
+        stdout, stderr = request.output_buffers()
         timeout = request.timeout
         timed_out = threading.Event()
         pid_box: list[int] = []

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from sandbox_runtime import _shell
+from sandbox_runtime._output import HeadTailBuffer
 from sandbox_runtime.backend import (
     Availability,
     Backend,
@@ -411,8 +412,15 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     # -- commands ----------------------------------------------------------------------------
 
     def _exec_argv(
-        self, argv: list[str], stdin: bytes | None, deadline: float | None, limit: int
+        self,
+        argv: list[str],
+        stdin: bytes | None,
+        deadline: float | None,
+        buffers: tuple[HeadTailBuffer, HeadTailBuffer] | int,
     ) -> ExecOutcome:
+        """Open an exec and pump it; ``buffers`` or a byte cap for fresh ones."""
+        if isinstance(buffers, int):
+            buffers = (HeadTailBuffer(buffers), HeadTailBuffer(buffers))
         cluster = self.cluster
         try:
             client = call_with_retries(
@@ -432,7 +440,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             )
         except Exception as exc:
             raise self._exec_failure(exc) from exc
-        return run_exec(client, stdin, deadline, limit)
+        return run_exec(client, stdin, deadline, buffers)
 
     def _exec_failure(self, exc: BaseException) -> SandboxError:
         """Why an exec could not start: the pod is gone or stopped, or the API said no."""
@@ -475,7 +483,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             *_shell.wrapped_argv(command, request.cwd, token, self._shell),
         ]
         deadline = None if request.timeout is None else began + request.timeout
-        outcome = self._exec_argv(argv, request.stdin, deadline, request.max_output_bytes)
+        outcome = self._exec_argv(argv, request.stdin, deadline, request.output_buffers())
         timed_out = not outcome.finished
         exit_code = 0
         if timed_out:

@@ -112,11 +112,19 @@ def _readable(ws: Any, timeout: float | None) -> bool:
     return bool(ready)
 
 
-def run_exec(client: Any, stdin: bytes | None, deadline: float | None, limit: int) -> ExecOutcome:
-    """Pump one opened exec to its end or the deadline; closes the websocket either way."""
+def run_exec(
+    client: Any,
+    stdin: bytes | None,
+    deadline: float | None,
+    buffers: tuple[HeadTailBuffer, HeadTailBuffer],
+) -> ExecOutcome:
+    """Pump one opened exec to its end or the deadline; closes the websocket either way.
+
+    ``buffers`` capture stdout and stderr (:meth:`ExecRequest.output_buffers`).
+    """
     ws = client.sock
     protocol = negotiated_protocol(client)
-    stdout, stderr = HeadTailBuffer(limit), HeadTailBuffer(limit)
+    stdout, stderr = buffers
     error = bytearray()
     writer = None
     if stdin is not None:

@@ -543,11 +543,17 @@ class LocalBackend(Backend[LocalOptions]):
                 max_output_bytes=request.max_output_bytes,
                 display=request.display,
                 kill_marker=f"{_shell.TOKEN_VAR}={token}",
+                buffers=request.output_buffers(),
             )
         except FileNotFoundError as exc:
             # An argument vector naming a missing program: report it as a shell would.
             message = f"{exc.filename or argv[0]}: command not found\n".encode()
             return ExecResult(command=request.display, exit_code=127, stderr_bytes=message)
+
+    def kill_marked(self, marker: str) -> bool:
+        """Host-side: every process of this user whose environment holds ``marker``."""
+        kill_marked(marker)
+        return True
 
     def _namespace_entries(self) -> list[tuple[str, str | None]]:
         """The host entries bound into this sandbox (read back when attached)."""

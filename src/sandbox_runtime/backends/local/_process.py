@@ -38,6 +38,7 @@ def run_process(
     display: str,
     on_start: Callable[[int], None] | None = None,
     kill_marker: str | None = None,
+    buffers: tuple[HeadTailBuffer, HeadTailBuffer] | None = None,
 ) -> ExecResult:
     """Run ``argv`` and return its result; see the module docstring for the rules.
 
@@ -59,8 +60,7 @@ def run_process(
     )
     if on_start is not None:
         on_start(process.pid)
-    stdout = HeadTailBuffer(max_output_bytes)
-    stderr = HeadTailBuffer(max_output_bytes)
+    stdout, stderr = buffers or (HeadTailBuffer(max_output_bytes), HeadTailBuffer(max_output_bytes))
     timed_out = False
     try:
         timed_out = _pump(process, stdin, stdout, stderr, deadline)
