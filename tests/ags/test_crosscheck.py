@@ -60,6 +60,12 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _sandboxes_started(report: Path) -> int:
+    """Sandboxes the run's own accounting counted (SWE-bench rows grade in a second one)."""
+    document = json.loads(report.read_text())
+    return sum(int(task["accounting"]["sandboxes"]) for task in document["tasks"])
+
+
 def _rewards(env: dict[str, str], report: Path, *args: str) -> dict[str, float]:
     done = _cli(env, "run", "bundled", "-j", "2", "--quiet", "--report", str(report), *args)
     assert done.returncode == 0, done.stderr
@@ -105,7 +111,9 @@ def test_ags_gives_the_rewards_local_gives(
     assert len(rewards) == 10
     assert set(rewards.values()) == {expected}
     instances = _instances_of_run(docker_emulator, run_id)
-    assert len(instances) == 10  # one instance per task, no more
+    # One instance per sandbox the run started, no more: each task's, and a fresh grading
+    # sandbox for the SWE-bench rows (--grade-in default).
+    assert len(instances) == _sandboxes_started(tmp_path / "report.json") == 15
     assert {i["CustomConfiguration"]["Image"] for i in instances} == set(sample_images)
     assert {i["Status"] for i in instances} == {"STOPPED"}
 
@@ -149,7 +157,7 @@ def test_ags_with_tools_from_a_synced_mapping(
     assert rewards == local_rewards[agent]
     assert set(rewards.values()) == {expected}
     instances = _instances_of_run(docker_emulator, run_id)
-    assert len(instances) == 10
+    assert len(instances) == _sandboxes_started(tmp_path / "report.json") == 15
     assert {i["ToolName"] for i in instances} == {m["tool_name"] for m in mapping.values()}
     for instance in instances:
         tool = docker_emulator.store.tool(name=instance["ToolName"])

@@ -101,7 +101,8 @@ def test_symlinks_made_by_commands_cannot_leak_writes(tmp_path: Path) -> None:
 def test_close_kills_background_processes_and_removes_the_root(tmp_path: Path) -> None:
     sandbox = SandboxRuntime(_config(tmp_path)).start()
     sandbox.exec("nohup sleep 600 >/dev/null 2>&1 &")
-    assert _processes_marked(sandbox.id)
+    # Seen once it has exec'd (its environment reads empty for an instant while it does).
+    assert _wait(lambda: bool(_processes_marked(sandbox.id)), within=5)
     root = sandbox.backend.root  # type: ignore[attr-defined]
     sandbox.close()
     assert not root.exists()
