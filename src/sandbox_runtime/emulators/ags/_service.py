@@ -302,17 +302,29 @@ class AgsService:
             instance.tokens[token] = expires
         return token, expires
 
-    def set_timeout(self, instance: Instance, timeout: int) -> None:
-        """Reset the lifetime, counted from now."""
+    def set_timeout(self, instance: Instance, timeout: int, *, allow_shorter: bool = True) -> None:
+        """Make the instance end ``timeout`` seconds from now (0: at once).
+
+        As E2B's ``KeepAliveFor``: the end never passes the instance's maximum length (24 h
+        from its start; beyond it the call fails), and without ``allow_shorter`` (connect,
+        refresh) an end earlier than the current one is left as it is.
+        """
         with self.store.lock:
             if instance.status not in ("STARTING", "RUNNING"):
                 raise ServiceError(
                     "UnsupportedOperation.SandboxInstance",
                     f"sandbox instance {instance.instance_id} is {instance.status}",
                 )
-            instance.timeout = timeout
-            instance.expires = time.time() + timeout
-            instance.updated = time.time()
+            now = time.time()
+            left = instance.created + MAX_TIMEOUT - now
+            if left <= 0:
+                raise ServiceError("InvalidParameterValue.Timeout", "Max instance length exceeded")
+            expires = now + min(max(timeout, 0), left)
+            if not allow_shorter and expires < instance.expires:
+                return
+            instance.timeout = max(int(expires - now), 0)
+            instance.expires = expires
+            instance.updated = now
 
     async def expire_loop(self, interval: float = 0.25, liveness_every: float = 1.0) -> None:
         """Stop instances whose lifetime ended (``StopReason`` ``timeout``); fail dead ones.

@@ -8,6 +8,7 @@ under ``root``.  Relative paths start at the default working directory, as in en
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import grp
 import os
@@ -19,9 +20,40 @@ from typing import Any
 
 from ._connect import ConnectError
 
-__all__ = ["Files", "parse_multipart"]
+__all__ = ["Files", "go_mode_string", "parse_multipart"]
 
-_TYPE_NAMES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY"}
+
+def go_mode_string(st_mode: int) -> str:
+    """``st_mode`` as Go's ``FileMode.String()`` writes it (``drwxr-xr-x``, ``Lrwxrwxrwx``).
+
+    Go's ``os.Lstat`` maps the file type and the set-id/sticky bits to letters written in the
+    order ``dalTLDpSugct?`` (a character device is ``Dc``, ``/tmp`` is ``dtrwxrwxrwx``).
+    """
+    kind = stat.S_IFMT(st_mode)
+    flags = (
+        ("d", kind == stat.S_IFDIR),
+        ("L", kind == stat.S_IFLNK),
+        ("D", kind in (stat.S_IFBLK, stat.S_IFCHR)),
+        ("p", kind == stat.S_IFIFO),
+        ("S", kind == stat.S_IFSOCK),
+        ("u", bool(st_mode & stat.S_ISUID)),
+        ("g", bool(st_mode & stat.S_ISGID)),
+        ("c", kind == stat.S_IFCHR),
+        ("t", bool(st_mode & stat.S_ISVTX)),
+    )
+    letters = "".join(letter for letter, present in flags if present) or "-"
+    bits = "".join(
+        char if st_mode & (1 << (8 - index)) else "-" for index, char in enumerate("rwxrwxrwx")
+    )
+    return letters + bits
+
+
+def _file_type(st_mode: int) -> str:
+    if stat.S_ISREG(st_mode):
+        return "FILE_TYPE_FILE"
+    if stat.S_ISDIR(st_mode):
+        return "FILE_TYPE_DIRECTORY"
+    return "FILE_TYPE_UNSPECIFIED"
 
 
 def _owner(uid: int) -> str:
@@ -118,36 +150,66 @@ class Files:
 
     # -- filesystem.Filesystem -------------------------------------------------------------
 
+    def resolve(self, path: str) -> str | None:
+        """The sandbox path a symlink finally points to (``filepath.EvalSymlinks``), or None."""
+        host = self.host(path)
+        try:
+            resolved = os.path.realpath(host, strict=True)
+        except (OSError, RuntimeError):
+            return None  # broken or cyclic
+        if self.root == "/":
+            return resolved
+        if resolved == self.root or resolved.startswith(self.root + os.sep):
+            return "/" + os.path.relpath(resolved, self.root).removeprefix(".")
+        return resolved
+
     def entry(self, path: str) -> dict[str, Any]:
-        """The ``EntryInfo`` of a path (symlinks described, not followed)."""
+        """The ``EntryInfo`` of a path, as envd builds it from ``os.Lstat``.
+
+        ``mode`` is the permission bits only (Go's ``FileMode.Perm()``), ``permissions`` Go's
+        ``FileMode.String()`` of the entry itself.  A symlink is described by what it finally
+        points to: ``symlinkTarget`` is the fully resolved path, ``type`` and ``mode`` are the
+        target's; a broken link keeps its own path as target, with no type and mode 0.
+        """
         host = self.host(path)
         shown = self.sandbox_path(path)
         try:
             info = os.lstat(host)
         except FileNotFoundError as exc:
-            raise ConnectError("not_found", f"no such file or directory: {shown}") from exc
-        target = None
+            raise ConnectError("not_found", f"file not found: {shown}") from exc
+        target: str | None = None
+        described: os.stat_result | None = info
         if stat.S_ISLNK(info.st_mode):
-            target = os.readlink(host)
-            try:
-                followed = os.stat(host)
-            except OSError:
-                followed = info
-        else:
-            followed = info
-        kind = "FILE_TYPE_DIRECTORY" if stat.S_ISDIR(followed.st_mode) else "FILE_TYPE_FILE"
+            target = self.resolve(path)
+            described = None
+            if target is not None:
+                try:
+                    described = os.stat(host)
+                except OSError:
+                    described = None
+            else:
+                target = shown
+        kind = "FILE_TYPE_UNSPECIFIED"
+        mode = 0
+        if described is not None:
+            kind = _file_type(described.st_mode)
+            mode = stat.S_IMODE(described.st_mode) & 0o777
         modified = datetime.datetime.fromtimestamp(info.st_mtime, tz=datetime.timezone.utc)
         entry: dict[str, Any] = {
             "name": posixpath.basename(shown) or "/",
             "type": kind,
             "path": shown,
             "size": str(info.st_size),
-            "mode": stat.S_IMODE(info.st_mode) | (0o20000000000 if kind.endswith("Y") else 0),
-            "permissions": stat.filemode(info.st_mode),
+            "mode": mode,
+            "permissions": go_mode_string(info.st_mode),
             "owner": _owner(info.st_uid),
             "group": _group(info.st_gid),
             "modifiedTime": modified.isoformat().replace("+00:00", "Z"),
         }
+        if not entry["mode"]:
+            del entry["mode"]  # proto3 JSON omits zero values
+        if kind == "FILE_TYPE_UNSPECIFIED":
+            del entry["type"]
         if target is not None:
             entry["symlinkTarget"] = target
         return entry
@@ -197,11 +259,13 @@ class Files:
         return self.entry(destination)
 
     def remove(self, path: str) -> None:
-        """Remove a file, link or whole directory tree."""
+        """Remove a file, link or whole directory tree; a missing path is no error.
+
+        envd's ``Remove`` is Go's ``os.RemoveAll``, which succeeds when nothing is there.
+        """
         host = self.host(path)
-        if not os.path.lexists(host):
-            raise ConnectError("not_found", f"path '{self.sandbox_path(path)}' does not exist")
         if os.path.isdir(host) and not os.path.islink(host):
             shutil.rmtree(host)
         else:
-            os.unlink(host)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(host)

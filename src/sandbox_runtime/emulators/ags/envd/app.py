@@ -45,10 +45,27 @@ class _Request:
         self.body = body
 
 
+def _wants_gzip(accept_encoding: str) -> bool:
+    """True if ``Accept-Encoding`` accepts gzip (with a non-zero quality)."""
+    for item in accept_encoding.split(","):
+        name, _, params = item.strip().partition(";")
+        if name.strip().lower() in ("gzip", "x-gzip"):
+            quality = params.strip().removeprefix("q=")
+            try:
+                return not params.strip() or float(quality) > 0
+            except ValueError:
+                return False
+    return False
+
+
 async def _respond(
-    send: Send, status: int, body: bytes = b"", content_type: str = "application/json"
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    content_type: str = "application/json",
+    extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    headers = [(b"content-length", str(len(body)).encode())]
+    headers = [(b"content-length", str(len(body)).encode()), *(extra or [])]
     if body or status != 204:
         headers.append((b"content-type", content_type.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -189,7 +206,12 @@ class EnvdApp:
         except ConnectError as exc:
             await _json(send, exc.status, {"code": exc.status, "message": exc.message})
             return
-        await _respond(send, 200, data, "application/octet-stream")
+        headers = [(b"vary", b"Accept-Encoding")]
+        if _wants_gzip(request.headers.get("accept-encoding", "")):
+            # envd >= 0.5.7 answers gzip when the client accepts it (the SDK's gzip=True).
+            data = gzip.compress(data)
+            headers.append((b"content-encoding", b"gzip"))
+        await _respond(send, 200, data, "application/octet-stream", headers)
 
     async def _post_files(self, request: _Request, send: Send) -> None:
         content_type = request.headers.get("content-type", "")
