@@ -19,6 +19,7 @@ import stat
 from typing import Any
 
 from ._connect import ConnectError
+from ._users import User
 
 __all__ = ["Files", "go_mode_string", "parse_multipart"]
 
@@ -100,6 +101,23 @@ def parse_multipart(body: bytes, content_type: str) -> list[tuple[str | None, by
     return parts
 
 
+def _ensure_dirs(host: str, user: User | None) -> None:
+    """``mkdir -p`` whose new directories belong to ``user`` (envd's ``EnsureDirs``)."""
+    missing: list[str] = []
+    current = host
+    while current and not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+        if user is not None:
+            user.own(directory)
+
+
 class Files:
     """File operations of one envd over the sandbox rooted at ``root``."""
 
@@ -107,27 +125,28 @@ class Files:
         self.root = os.path.realpath(root)
         self.workdir = workdir
 
-    def sandbox_path(self, path: str) -> str:
-        """The absolute, normalised sandbox path for ``path`` (``~`` and relative allowed)."""
+    def sandbox_path(self, path: str, user: User | None = None) -> str:
+        """The absolute, normalised sandbox path for ``path`` (``~`` is ``user``'s home)."""
         if path.startswith("~"):
-            path = os.environ.get("HOME", "/root") + path[1:]
+            home = user.home if user is not None else os.environ.get("HOME", "/root")
+            path = home + path[1:]
         if not path.startswith("/"):
             path = posixpath.join(self.workdir, path)
         return posixpath.normpath(path)
 
-    def host(self, path: str) -> str:
+    def host(self, path: str, user: User | None = None) -> str:
         """Where a sandbox path lives on this machine."""
-        normalized = self.sandbox_path(path)
+        normalized = self.sandbox_path(path, user)
         if self.root == "/":
             return normalized
         return os.path.join(self.root, normalized.lstrip("/"))
 
     # -- /files ----------------------------------------------------------------------------
 
-    def read(self, path: str) -> bytes:
+    def read(self, path: str, user: User | None = None) -> bytes:
         """Content of a file; ``404``/``400`` errors carry envd's messages."""
-        host = self.host(path)
-        shown = self.sandbox_path(path)
+        host = self.host(path, user)
+        shown = self.sandbox_path(path, user)
         try:
             info = os.stat(host)
         except FileNotFoundError as exc:
@@ -137,15 +156,17 @@ class Files:
         with open(host, "rb") as handle:
             return handle.read()
 
-    def write(self, path: str, data: bytes) -> dict[str, str]:
-        """Create or replace a file, making parents; returns the ``WriteInfo`` object."""
-        host = self.host(path)
-        shown = self.sandbox_path(path)
+    def write(self, path: str, data: bytes, user: User | None = None) -> dict[str, str]:
+        """Create or replace a file as ``user``, making parents; returns the ``WriteInfo``."""
+        host = self.host(path, user)
+        shown = self.sandbox_path(path, user)
         if os.path.isdir(host):
             raise ConnectError("invalid_argument", f"path '{shown}' is a directory")
-        os.makedirs(os.path.dirname(host), exist_ok=True)
+        _ensure_dirs(os.path.dirname(host), user)
         with open(host, "wb") as handle:
             handle.write(data)
+        if user is not None:
+            user.own(host)
         return {"name": posixpath.basename(shown), "type": "file", "path": shown}
 
     # -- filesystem.Filesystem -------------------------------------------------------------
@@ -163,7 +184,7 @@ class Files:
             return "/" + os.path.relpath(resolved, self.root).removeprefix(".")
         return resolved
 
-    def entry(self, path: str) -> dict[str, Any]:
+    def entry(self, path: str, user: User | None = None) -> dict[str, Any]:
         """The ``EntryInfo`` of a path, as envd builds it from ``os.Lstat``.
 
         ``mode`` is the permission bits only (Go's ``FileMode.Perm()``), ``permissions`` Go's
@@ -171,8 +192,8 @@ class Files:
         points to: ``symlinkTarget`` is the fully resolved path, ``type`` and ``mode`` are the
         target's; a broken link keeps its own path as target, with no type and mode 0.
         """
-        host = self.host(path)
-        shown = self.sandbox_path(path)
+        host = self.host(path, user)
+        shown = self.sandbox_path(path, user)
         try:
             info = os.lstat(host)
         except FileNotFoundError as exc:
@@ -180,7 +201,7 @@ class Files:
         target: str | None = None
         described: os.stat_result | None = info
         if stat.S_ISLNK(info.st_mode):
-            target = self.resolve(path)
+            target = self.resolve(shown)
             described = None
             if target is not None:
                 try:
@@ -214,10 +235,10 @@ class Files:
             entry["symlinkTarget"] = target
         return entry
 
-    def list_dir(self, path: str, depth: int) -> list[dict[str, Any]]:
+    def list_dir(self, path: str, depth: int, user: User | None = None) -> list[dict[str, Any]]:
         """Entries under a directory, down to ``depth`` levels (1 = direct children)."""
         depth = max(depth, 1)
-        top = self.sandbox_path(path)
+        top = self.sandbox_path(path, user)
         host = self.host(top)
         if not os.path.exists(host):
             raise ConnectError("not_found", f"path '{top}' does not exist")
@@ -236,34 +257,34 @@ class Files:
         walk(top, 1)
         return entries
 
-    def make_dir(self, path: str) -> dict[str, Any]:
-        """Create a directory and its parents; ``already_exists`` if it is there."""
-        host = self.host(path)
+    def make_dir(self, path: str, user: User | None = None) -> dict[str, Any]:
+        """Create a directory and its parents as ``user``; ``already_exists`` if it is there."""
+        host = self.host(path, user)
+        shown = self.sandbox_path(path, user)
         if os.path.lexists(host):
             if os.path.isdir(host):
-                raise ConnectError(
-                    "already_exists", f"directory '{self.sandbox_path(path)}' already exists"
-                )
-            raise ConnectError("invalid_argument", f"path '{self.sandbox_path(path)}' is a file")
-        os.makedirs(host)
-        return self.entry(path)
+                raise ConnectError("already_exists", f"directory '{shown}' already exists")
+            raise ConnectError("invalid_argument", f"path '{shown}' is a file")
+        _ensure_dirs(host, user)
+        return self.entry(shown)
 
-    def move(self, source: str, destination: str) -> dict[str, Any]:
-        """Rename, creating the destination's parents."""
-        src = self.host(source)
+    def move(self, source: str, destination: str, user: User | None = None) -> dict[str, Any]:
+        """Rename, creating the destination's parents as ``user``."""
+        src = self.host(source, user)
         if not os.path.lexists(src):
-            raise ConnectError("not_found", f"source '{self.sandbox_path(source)}' does not exist")
-        dst = self.host(destination)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shown = self.sandbox_path(source, user)
+            raise ConnectError("not_found", f"source '{shown}' does not exist")
+        dst = self.host(destination, user)
+        _ensure_dirs(os.path.dirname(dst), user)
         os.replace(src, dst)
-        return self.entry(destination)
+        return self.entry(self.sandbox_path(destination, user))
 
-    def remove(self, path: str) -> None:
+    def remove(self, path: str, user: User | None = None) -> None:
         """Remove a file, link or whole directory tree; a missing path is no error.
 
         envd's ``Remove`` is Go's ``os.RemoveAll``, which succeeds when nothing is there.
         """
-        host = self.host(path)
+        host = self.host(path, user)
         if os.path.isdir(host) and not os.path.islink(host):
             shutil.rmtree(host)
         else:

@@ -4,8 +4,9 @@ Behaviour follows envd's process service where a client can see it:
 
 * the command runs through ``/bin/sh -c 'exec "$@"'`` (envd wraps it in a shell too), so a
   missing program is exit 127 from the shell rather than a failed start;
-* the environment is ``PATH``, ``HOME``, ``USER``, ``LOGNAME``, the sandbox's default
-  variables, then the request's ``envs``;
+* the process runs as the request's user (envd's default user unless one is given), whose
+  ``HOME``, ``USER`` and ``LOGNAME`` it gets; the environment is ``PATH``, those, the
+  sandbox's default variables, then the request's ``envs``;
 * the child stays in envd's process group; ``SendSignal`` signals that pid only;
 * a missing ``cwd`` fails the call with ``invalid_argument`` before anything runs;
 * ``Connect-Timeout-Ms`` bounds the process: when it passes, the process is killed and the
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._connect import ConnectError, b64
+from ._users import User
 
 __all__ = ["ManagedProcess", "ProcessManager"]
 
@@ -105,7 +107,9 @@ class ProcessManager:
     """The processes of one envd: start, find, feed, signal and list them."""
 
     def __init__(
-        self, resolve_dir: Callable[[str], str], base_env: Callable[[], dict[str, str]]
+        self,
+        resolve_dir: Callable[[str, User], str],
+        base_env: Callable[[], dict[str, str]],
     ) -> None:
         self._resolve_dir = resolve_dir
         self._base_env = base_env
@@ -130,9 +134,9 @@ class ProcessManager:
         raise ConnectError("invalid_argument", "process selector is empty")
 
     async def start(
-        self, request: dict[str, Any], *, timeout: float | None
+        self, request: dict[str, Any], *, timeout: float | None, user: User
     ) -> tuple[ManagedProcess, asyncio.Queue[Event | None]]:
-        """Start the process of a ``StartRequest``; returns it and a queue of its events."""
+        """Start the process of a ``StartRequest`` as ``user``; returns it and its events."""
         config = dict(request.get("process") or {})
         if request.get("pty"):
             raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
@@ -141,12 +145,16 @@ class ProcessManager:
             raise ConnectError("invalid_argument", "process cmd is empty")
         args = [str(arg) for arg in config.get("args") or []]
         cwd_text = config.get("cwd") or ""
-        cwd = self._resolve_dir(cwd_text)
+        cwd = self._resolve_dir(cwd_text, user)
         if not os.path.isdir(cwd):
             raise ConnectError("invalid_argument", f"cwd '{cwd_text or cwd}' does not exist")
         env = self._base_env()
+        env.update(user.env())
         env.update({str(k): str(v) for k, v in (config.get("envs") or {}).items()})
         want_stdin = request.get("stdin", True) is not False
+        identity: dict[str, Any] = {}
+        if user.switch:
+            identity = {"user": user.uid, "group": user.gid, "extra_groups": user.groups()}
         try:
             popen = subprocess.Popen(
                 ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args],
@@ -156,6 +164,7 @@ class ProcessManager:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 close_fds=True,
+                **identity,
             )
         except OSError as exc:
             raise ConnectError(

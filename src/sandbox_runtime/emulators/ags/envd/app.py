@@ -25,6 +25,9 @@ from ._connect import ConnectError, end_of_stream, envelope, parse_envelopes, un
 from ._files import Files, parse_multipart
 from ._http import Message, Scope
 from ._process import ProcessManager
+from ._users import UnknownUser, User, requested_name
+from ._users import current as current_user
+from ._users import lookup as lookup_user
 
 __all__ = ["ENVD_VERSION", "EnvdApp"]
 
@@ -96,6 +99,8 @@ class EnvdApp:
         }
         self.files = Files(root=root, workdir=workdir)
         self.processes = ProcessManager(self.files.host, self._process_env)
+        #: Who requests act as unless they name a user (``/init``'s ``defaultUser``).
+        self.default_user: User = current_user()
 
     def _process_env(self) -> dict[str, str]:
         env = {
@@ -194,6 +199,21 @@ class EnvdApp:
             self.access_token = str(token)
         if body.get("defaultWorkdir"):
             self.files.workdir = str(body["defaultWorkdir"])
+        if body.get("defaultUser"):
+            # The emulator asks for E2B's ``user``; an image without that account keeps the
+            # user envd runs as (root), as envd's built-in default is.
+            with contextlib.suppress(UnknownUser):
+                self.default_user = lookup_user(str(body["defaultUser"]))
+
+    def _user(self, request: _Request) -> User:
+        """The user a request acts as; an unknown name is ``unauthenticated`` (401)."""
+        name = requested_name(request.headers, request.query)
+        if name is None:
+            return self.default_user
+        try:
+            return lookup_user(name)
+        except UnknownUser as exc:
+            raise ConnectError("unauthenticated", str(exc)) from exc
 
     # -- /files ----------------------------------------------------------------------------
 
@@ -202,7 +222,7 @@ class EnvdApp:
         if not path:
             raise ConnectError("invalid_argument", "path is required")
         try:
-            data = self.files.read(path)
+            data = self.files.read(path, self._user(request))
         except ConnectError as exc:
             await _json(send, exc.status, {"code": exc.status, "message": exc.message})
             return
@@ -227,6 +247,11 @@ class EnvdApp:
         else:
             await _json(send, 400, {"code": 400, "message": f"unsupported type {content_type}"})
             return
+        try:
+            user = self._user(request)
+        except ConnectError as exc:
+            await _json(send, exc.status, {"code": exc.status, "message": exc.message})
+            return
         written = []
         seen: set[str] = set()
         for target, data in uploads:
@@ -238,7 +263,7 @@ class EnvdApp:
                 return
             seen.add(target)
             try:
-                written.append(self.files.write(target, data))
+                written.append(self.files.write(target, data, user))
             except ConnectError as exc:
                 await _json(send, exc.status, {"code": exc.status, "message": exc.message})
                 return
@@ -294,7 +319,8 @@ class EnvdApp:
             timeout_ms = request.headers.get("connect-timeout-ms")
             timeout = int(timeout_ms) / 1000 if timeout_ms else None
             if rpc == "Start":
-                proc, queue = await self.processes.start(message, timeout=timeout)
+                user = self._user(request)
+                proc, queue = await self.processes.start(message, timeout=timeout, user=user)
             else:
                 proc = self.processes.find(message.get("process") or {})
                 queue = proc.subscribe()
@@ -353,18 +379,19 @@ class EnvdApp:
     async def _filesystem_rpc(self, rpc: str, request: _Request, send: Send) -> None:
         body = json.loads(request.body or b"{}")
         files = self.files
+        user = self._user(request)
         try:
             if rpc == "Stat":
-                result: dict[str, Any] = {"entry": files.entry(body.get("path", ""))}
+                result: dict[str, Any] = {"entry": files.entry(body.get("path", ""), user)}
             elif rpc == "MakeDir":
-                result = {"entry": files.make_dir(body.get("path", ""))}
+                result = {"entry": files.make_dir(body.get("path", ""), user)}
             elif rpc == "Move":
-                result = {"entry": files.move(body.get("source", ""), body["destination"])}
+                result = {"entry": files.move(body.get("source", ""), body["destination"], user)}
             elif rpc == "ListDir":
                 depth = int(body.get("depth") or 1)
-                result = {"entries": files.list_dir(body.get("path", ""), depth)}
+                result = {"entries": files.list_dir(body.get("path", ""), depth, user)}
             elif rpc == "Remove":
-                files.remove(body.get("path", ""))
+                files.remove(body.get("path", ""), user)
                 result = {}
             else:
                 raise ConnectError(
