@@ -1,4 +1,4 @@
-"""envd's users, in Docker instances, through the unmodified e2b SDK's public API.
+"""envd's users (and a watch), in Docker instances, through the e2b SDK's public API.
 
 envd runs commands and file operations as its default user unless a request names one
 (``user=`` in the SDK); E2B's templates make that ``user``, with a home directory.  The
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from collections.abc import Iterator
 
 import e2b
@@ -113,3 +114,20 @@ def test_an_image_whose_user_is_not_root_starts(emulator_with_users: AgsEmulator
         assert created.files.get_info("/home/user/made-here.txt").owner == "user"
     finally:
         created.kill()
+
+
+def test_watch_works_inside_a_container(sandbox: Sandbox) -> None:
+    # inotify through the image's own python3 (ctypes), events named relative to the root.
+    sandbox.files.make_dir("~/watched")
+    handle = sandbox.files.watch_dir("/home/user/watched")
+    try:
+        sandbox.commands.run("echo hi > ~/watched/new.txt")
+        seen: set[tuple[str, str]] = set()
+        for _ in range(100):
+            seen |= {(event.name, event.type.value) for event in handle.get_new_events()}
+            if ("new.txt", "write") in seen:
+                break
+            time.sleep(0.05)
+        assert {("new.txt", "create"), ("new.txt", "write")} <= seen
+    finally:
+        handle.stop()

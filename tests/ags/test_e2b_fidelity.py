@@ -17,7 +17,7 @@ import e2b
 import httpcore
 import httpx
 import pytest
-from e2b import Sandbox
+from e2b import Sandbox, WatchHandle
 
 from sandbox_runtime.emulators.ags.server import AgsEmulator
 
@@ -266,3 +266,75 @@ def test_gzip_downloads_as_envd_0_5_7(sandbox: Sandbox) -> None:
     sandbox.files.write("/tmp/big.txt", payload)
     read = sandbox.files.read("/tmp/big.txt", format="bytes", gzip=True)
     assert bytes(read) == payload
+
+
+# -- filesystem watch: envd's inotify events, polled (sync SDK) and streamed (async SDK) --
+
+
+def _kinds(events: list[e2b.FilesystemEvent]) -> set[tuple[str, str]]:
+    return {(event.name, event.type.value) for event in events}
+
+
+def _collect(handle: WatchHandle, into: list[e2b.FilesystemEvent]) -> set[tuple[str, str]]:
+    """Add the handle's new events to ``into``; the kinds seen so far."""
+    into.extend(handle.get_new_events())
+    return _kinds(into)
+
+
+def test_watch_dir_reports_changes_through_polling(sandbox: Sandbox) -> None:
+    sandbox.files.make_dir("/tmp/w/sub")
+    handle = sandbox.files.watch_dir("/tmp/w", recursive=True)
+    try:
+        sandbox.files.write("/tmp/w/a.txt", "1")
+        sandbox.commands.run(
+            "cd /tmp/w && chmod 600 a.txt && mv a.txt b.txt && echo x > sub/deep.txt"
+            " && mkdir sub/new && echo y > sub/new/later.txt && rm b.txt"
+        )
+        seen: list[e2b.FilesystemEvent] = []
+        expected = {
+            ("a.txt", "create"),
+            ("a.txt", "write"),
+            ("a.txt", "chmod"),
+            ("a.txt", "rename"),
+            ("b.txt", "create"),
+            ("sub/deep.txt", "create"),
+            ("sub/new", "create"),
+            ("sub/new/later.txt", "create"),
+            ("b.txt", "remove"),
+        }
+        assert _until(lambda: expected <= _collect(handle, seen))
+        assert handle.get_new_events() == []  # taken once
+    finally:
+        handle.stop()
+    flat = sandbox.files.watch_dir("/tmp/w")
+    try:
+        sandbox.files.write("/tmp/w/sub/ignored.txt", "not watched: not recursive")
+        sandbox.files.write("/tmp/w/top.txt", "watched")
+        got: list[e2b.FilesystemEvent] = []
+        assert _until(lambda: ("top.txt", "create") in _collect(flat, got))
+        assert all(not event.name.startswith("sub/") for event in got)
+    finally:
+        flat.stop()
+    with pytest.raises(e2b.NotFoundException):
+        sandbox.files.watch_dir("/tmp/no-such-dir")
+
+
+def test_watch_dir_streams_to_the_async_sdk(emulator: AgsEmulator, sandbox: Sandbox) -> None:
+    import asyncio
+
+    async def watch() -> set[tuple[str, str]]:
+        connected = await e2b.AsyncSandbox.connect(sandbox.sandbox_id, **_opts(emulator))
+        events: list[e2b.FilesystemEvent] = []
+        await connected.files.make_dir("/tmp/aw")
+        handle = await connected.files.watch_dir("/tmp/aw", on_event=events.append, timeout=30)
+        try:
+            await connected.files.write("/tmp/aw/streamed.txt", "s")
+            for _ in range(100):
+                if ("streamed.txt", "write") in _kinds(events):
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await handle.stop()
+        return _kinds(events)
+
+    assert {("streamed.txt", "create"), ("streamed.txt", "write")} <= asyncio.run(watch())

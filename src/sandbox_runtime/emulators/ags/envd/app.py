@@ -28,6 +28,7 @@ from ._process import ProcessManager
 from ._users import UnknownUser, User, requested_name
 from ._users import current as current_user
 from ._users import lookup as lookup_user
+from ._watch import WatcherRegistry, open_watch
 
 __all__ = ["ENVD_VERSION", "EnvdApp"]
 
@@ -99,6 +100,7 @@ class EnvdApp:
         }
         self.files = Files(root=root, workdir=workdir)
         self.processes = ProcessManager(self.files.host, self._process_env)
+        self.watchers = WatcherRegistry()
         #: Who requests act as unless they name a user (``/init``'s ``defaultUser``).
         self.default_user: User = current_user()
 
@@ -377,6 +379,9 @@ class EnvdApp:
     # -- filesystem.Filesystem -------------------------------------------------------------
 
     async def _filesystem_rpc(self, rpc: str, request: _Request, send: Send) -> None:
+        if rpc == "WatchDir":
+            await self._watch_stream(request, send)
+            return
         body = json.loads(request.body or b"{}")
         files = self.files
         user = self._user(request)
@@ -393,6 +398,19 @@ class EnvdApp:
             elif rpc == "Remove":
                 files.remove(body.get("path", ""), user)
                 result = {}
+            elif rpc == "CreateWatcher":
+                path = body.get("path", "")
+                watcher_id = self.watchers.create(
+                    files.host(path, user),
+                    files.sandbox_path(path, user),
+                    bool(body.get("recursive")),
+                )
+                result = {"watcherId": watcher_id}
+            elif rpc == "GetWatcherEvents":
+                result = {"events": self.watchers.take(str(body.get("watcherId", "")))}
+            elif rpc == "RemoveWatcher":
+                self.watchers.remove(str(body.get("watcherId", "")))
+                result = {}
             else:
                 raise ConnectError(
                     "unimplemented", f"filesystem.Filesystem/{rpc} is not implemented"
@@ -401,7 +419,53 @@ class EnvdApp:
             raise ConnectError("permission_denied", str(exc)) from exc
         await _json(send, 200, result)
 
+    async def _watch_stream(self, request: _Request, send: Send) -> None:
+        """``WatchDir``: a start event, then one event per change, keepalives in between."""
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/connect+json")],
+            }
+        )
+
+        async def emit(data: bytes, more: bool = True) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        queue: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        try:
+            messages = parse_envelopes(request.body)
+            message = messages[0][1] if messages else {}
+            user = self._user(request)
+            path = str(message.get("path", ""))
+            watch = open_watch(
+                self.files.host(path, user),
+                self.files.sandbox_path(path, user),
+                bool(message.get("recursive")),
+                queue.put_nowait,
+            )
+        except ConnectError as exc:
+            await emit(end_of_stream(exc), more=False)
+            return
+        interval_text = request.headers.get("keepalive-ping-interval")
+        interval = float(interval_text) if interval_text else None
+        try:
+            await emit(envelope({"start": {}}))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), interval)
+                except asyncio.TimeoutError:
+                    await emit(envelope({"keepalive": {}}))
+                    continue
+                await emit(envelope({"filesystem": event}))
+        except (ConnectionError, OSError):
+            pass  # the client stopped watching
+        finally:
+            watch.close()
+
     def shutdown(self) -> None:
-        """Kill every process this envd started."""
+        """Kill every process this envd started and stop its watchers."""
         with contextlib.suppress(Exception):
             self.processes.kill_all()
+        with contextlib.suppress(Exception):
+            self.watchers.close_all()
