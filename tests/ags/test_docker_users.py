@@ -131,3 +131,13 @@ def test_watch_works_inside_a_container(sandbox: Sandbox) -> None:
         assert {("new.txt", "create"), ("new.txt", "write")} <= seen
     finally:
         handle.stop()
+
+
+def test_a_pty_runs_as_the_user_with_a_controlling_terminal(sandbox: Sandbox) -> None:
+    output: list[bytes] = []
+    terminal = sandbox.pty.create(e2b.PtySize(rows=10, cols=50), timeout=30)
+    sandbox.pty.send_stdin(terminal.pid, b"echo me=$(whoami) ctty=$(ps -o tty= -p $$); exit\n")
+    terminal.wait(on_pty=output.append)
+    text = b"".join(output).decode(errors="replace")
+    assert "me=user" in text
+    assert "ctty=pts/" in text

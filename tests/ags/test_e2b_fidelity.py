@@ -338,3 +338,30 @@ def test_watch_dir_streams_to_the_async_sdk(emulator: AgsEmulator, sandbox: Sand
         return _kinds(events)
 
     assert {("streamed.txt", "create"), ("streamed.txt", "write")} <= asyncio.run(watch())
+
+
+# -- PTY: a terminal of the requested size, input, resize, exit -------------------------------
+
+
+def test_pty_is_a_terminal_that_takes_input_and_resizes(sandbox: Sandbox) -> None:
+    output: list[bytes] = []
+    terminal = sandbox.pty.create(e2b.PtySize(rows=24, cols=80), timeout=30)
+
+    def seen() -> str:
+        return b"".join(output).decode(errors="replace")
+
+    waiter = threading.Thread(target=lambda: terminal.wait(on_pty=output.append), daemon=True)
+    waiter.start()
+    sandbox.pty.send_stdin(terminal.pid, b"tty; stty size; echo term=$TERM\n")
+    assert _until(lambda: "term=xterm-256color" in seen()), seen()
+    assert "/dev/pts/" in seen()
+    assert "24 80" in seen()
+    sandbox.pty.resize(terminal.pid, e2b.PtySize(rows=40, cols=120))
+    sandbox.pty.send_stdin(terminal.pid, b"stty size\n")
+    assert _until(lambda: "40 120" in seen()), seen()
+    with pytest.raises(e2b.SandboxException):
+        sandbox.commands.send_stdin(terminal.pid, "not the pty")
+    sandbox.pty.send_stdin(terminal.pid, b"exit 0\n")
+    waiter.join(15)
+    assert not waiter.is_alive()
+    assert terminal.pid not in [p.pid for p in sandbox.commands.list()]

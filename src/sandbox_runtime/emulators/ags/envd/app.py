@@ -289,16 +289,17 @@ class EnvdApp:
         if rpc == "List":
             result = {"processes": self.processes.list()}
         elif rpc == "SendInput":
-            data = (body.get("input") or {}).get("stdin")
-            if data is None:
-                raise ConnectError("unimplemented", "only stdin input is supported (no PTY)")
-            await self.processes.send_input(body.get("process") or {}, unb64(data))
+            given = body.get("input") or {}
+            pty = "pty" in given
+            data = given.get("pty" if pty else "stdin") or ""
+            await self.processes.send_input(body.get("process") or {}, unb64(data), pty=pty)
         elif rpc == "CloseStdin":
             await self.processes.close_stdin(body.get("process") or {})
         elif rpc == "SendSignal":
             self.processes.send_signal(body.get("process") or {}, body.get("signal"))
         elif rpc == "Update":
-            raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
+            if body.get("pty"):
+                self.processes.resize(body.get("process") or {}, body["pty"])
         else:
             raise ConnectError("unimplemented", f"process.Process/{rpc} is not implemented")
         await _json(send, 200, result)
@@ -361,9 +362,12 @@ class EnvdApp:
                 if "start" in event:
                     selector = event["start"].get("process") or {}
                 elif "data" in event:
-                    data = (event["data"].get("input") or {}).get("stdin")
-                    if data is not None:
-                        await self.processes.send_input(selector, unb64(data))
+                    given = event["data"].get("input") or {}
+                    for kind in ("stdin", "pty"):
+                        if kind in given:
+                            await self.processes.send_input(
+                                selector, unb64(given[kind]), pty=kind == "pty"
+                            )
         except ConnectError as exc:
             error = exc
         await send(
