@@ -93,6 +93,17 @@ def test_set_timeout_shortens_and_connect_never_does(emulator: AgsEmulator) -> N
         longer.kill()
 
 
+def test_create_takes_any_positive_timeout_up_to_a_day(emulator: AgsEmulator) -> None:
+    brief = Sandbox.create(template="default", timeout=3, **_opts(emulator))
+    try:
+        assert _end_in(brief) <= 3.5  # not raised to a floor
+        assert _until(lambda: not brief.is_running(), 10)
+    finally:
+        brief.kill()
+    with pytest.raises(e2b.SandboxException, match="greater than 24 hours"):
+        Sandbox.create(template="default", timeout=25 * 3600, **_opts(emulator))
+
+
 # -- 2. a sandbox killed under a streaming command (the proxy cuts the stream) ------------
 
 

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from ._e2b_list import ListQuery, list_page
 from ._service import AgsService
-from ._state import MAX_TIMEOUT, MIN_TIMEOUT, Instance, ServiceError
+from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError
 from .envd import ENVD_VERSION
 
 __all__ = ["E2bAnswer", "E2bApi"]
@@ -118,10 +118,19 @@ class E2bApi:
             return _error(status, exc.message)
 
     @staticmethod
-    def _clamp(seconds: int) -> int:
-        if seconds < 1:
-            raise ServiceError("InvalidParameterValue.Timeout", "timeout must be positive")
-        return max(MIN_TIMEOUT, min(seconds, MAX_TIMEOUT))
+    def _create_timeout(raw: Any) -> int:
+        """A create's lifetime: E2B's checks (positive, at most 24 h), AGS's 5-minute default."""
+        if raw is None:
+            return DEFAULT_TIMEOUT
+        seconds = int(raw)
+        if seconds <= 0:
+            raise ServiceError("InvalidParameterValue.Timeout", "Timeout must be greater than 0")
+        if seconds > MAX_TIMEOUT:
+            raise ServiceError(
+                "InvalidParameterValue.Timeout",
+                f"Timeout cannot be greater than {MAX_TIMEOUT // 3600} hours",
+            )
+        return seconds
 
     @staticmethod
     def _check_running(instance: Instance) -> None:
@@ -142,7 +151,7 @@ class E2bApi:
         fault = self.service.faults.take("e2b", "POST /sandboxes", ("slow_start",))
         instance = await self.service.start_instance(
             tool=tool,
-            timeout=self._clamp(int(payload.get("timeout") or 300)),
+            timeout=self._create_timeout(payload.get("timeout")),
             custom={},
             metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
             env={str(k): str(v) for k, v in (payload.get("envVars") or {}).items()},
