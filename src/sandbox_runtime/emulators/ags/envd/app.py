@@ -231,7 +231,7 @@ class EnvdApp:
         headers = [(b"vary", b"Accept-Encoding")]
         if _wants_gzip(request.headers.get("accept-encoding", "")):
             # envd >= 0.5.7 answers gzip when the client accepts it (the SDK's gzip=True).
-            data = gzip.compress(data)
+            data = gzip.compress(data, compresslevel=6)  # Go's default level
             headers.append((b"content-encoding", b"gzip"))
         await _respond(send, 200, data, "application/octet-stream", headers)
 
