@@ -85,6 +85,7 @@ class E2bApi:
             if match is None:
                 return _error(404, f"no route for {method} {path}")
             instance = self.service.store.instance(match["id"])
+            await self.service.check_alive(instance)
             rest = match["rest"] or ""
             if method == "GET" and not rest:
                 if instance.status not in ("STARTING", "RUNNING"):

@@ -358,19 +358,31 @@ class AgsService:
                 if i.status == "RUNNING" and i.runner is not None
             ]
         for instance in running:
-            runner = instance.runner
-            assert runner is not None
-            if await asyncio.to_thread(runner.alive):
-                continue
-            with self.store.lock:
-                if instance.status != "RUNNING":
-                    continue  # stopped meanwhile, which also ends the runner
-                instance.status = "FAILED"
-                instance.stop_reason = "error"
-                instance.status_reason = "the instance's container exited"
-                instance.updated = time.time()
-            logger.info("instance %s died; now FAILED", instance.instance_id)
-            await asyncio.to_thread(runner.stop)
+            await self.check_alive(instance)
+
+    async def check_alive(self, instance: Instance) -> None:
+        """Turn a RUNNING instance whose sandbox or envd died ``FAILED`` now.
+
+        The sweep does this about once a second; a status call for one instance does it at
+        once, so that it never reports a dead instance as running.
+        """
+        runner = instance.runner
+        if instance.status != "RUNNING" or runner is None:
+            return
+        if await asyncio.to_thread(runner.alive):
+            return
+        with self.store.lock:
+            if instance.status != "RUNNING":
+                return  # stopped meanwhile, which also ends the runner
+            instance.status = "FAILED"
+            instance.stop_reason = "error"
+            instance.status_reason = "the instance's container exited"
+            instance.updated = time.time()
+        logger.info("instance %s died; now FAILED", instance.instance_id)
+        # Its remains go in the background: the status call that noticed answers at once.
+        cleanup = asyncio.get_running_loop().create_task(asyncio.to_thread(runner.stop))
+        self._boots.add(cleanup)
+        cleanup.add_done_callback(self._boots.discard)
 
     async def shutdown(self) -> None:
         """Stop every instance (the emulator is closing)."""
