@@ -181,7 +181,8 @@ class Files:
         if self.root == "/":
             return resolved
         if resolved == self.root or resolved.startswith(self.root + os.sep):
-            return "/" + os.path.relpath(resolved, self.root).removeprefix(".")
+            relative = os.path.relpath(resolved, self.root)
+            return "/" if relative == "." else "/" + relative
         return resolved
 
     def entry(self, path: str, user: User | None = None) -> dict[str, Any]:
