@@ -50,15 +50,36 @@ class _Request:
 
 
 def _wants_gzip(accept_encoding: str) -> bool:
-    """True if ``Accept-Encoding`` accepts gzip (with a non-zero quality)."""
+    """Whether envd answers a download gzip-encoded, as its ``parseAcceptEncoding`` decides.
+
+    By falling quality: ``identity`` wins as soon as it comes, ``gzip`` (the one encoding
+    envd has) is chosen when it comes first, and ``*`` means identity unless identity was
+    refused (``identity;q=0``, or ``*;q=0`` without identity accepted).
+    """
+    offers: list[tuple[float, str]] = []
     for item in accept_encoding.split(","):
         name, _, params = item.strip().partition(";")
-        if name.strip().lower() in ("gzip", "x-gzip"):
-            quality = params.strip().removeprefix("q=")
-            try:
-                return not params.strip() or float(quality) > 0
-            except ValueError:
-                return False
+        quality = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "q":
+                with contextlib.suppress(ValueError):
+                    quality = float(value)
+        if name.strip():
+            offers.append((quality, name.strip().lower()))
+    identity_refused = any(n == "identity" and q == 0 for q, n in offers) or (
+        any(n == "*" and q == 0 for q, n in offers)
+        and not any(n == "identity" and q > 0 for q, n in offers)
+    )
+    for quality, name in sorted(offers, key=lambda offer: -offer[0]):
+        if quality == 0:
+            continue
+        if name == "identity":
+            return False
+        if name == "*":
+            return identity_refused
+        if name == "gzip":
+            return True
     return False
 
 
