@@ -1,8 +1,8 @@
 """Behaviours where the emulator must answer as the real service does, seen through the
 unmodified e2b SDK's public API (run at the newest release and at 2.15.2, like
 ``test_e2b_sdk.py``): timeouts, a sandbox killed under a running command, envd's file
-semantics, dead instances, listing and gzip downloads.  Each test names the source it
-follows; ``docs/ags-emulator.md`` lists them too."""
+semantics, dead instances, listing, gzip downloads, filesystem watch and PTYs.  Each
+section names the source it follows; ``docs/ags-emulator.md`` lists them too."""
 
 from __future__ import annotations
 
