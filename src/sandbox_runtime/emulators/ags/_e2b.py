@@ -8,19 +8,23 @@ Both the old routes (``POST /sandboxes``, ``POST /sandboxes/{id}/connect``, e2b 
 
 from __future__ import annotations
 
+import datetime
 import hmac
 import json
 import re
 from typing import Any
 from urllib.parse import parse_qs
 
+from ._e2b_list import ListQuery, list_page
 from ._service import AgsService
-from ._state import MAX_TIMEOUT, MIN_TIMEOUT, Instance, ServiceError, rfc3339
+from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError
 from .envd import ENVD_VERSION
 
 __all__ = ["E2bAnswer", "E2bApi"]
 
 E2bAnswer = tuple[int, Any, dict[str, str]]
+#: The least a refresh keeps the sandbox alive for, in seconds (E2B's default timeout).
+DEFAULT_REFRESH = 15
 _SANDBOX_ROUTE = re.compile(r"^/(?:v2/)?sandboxes/(?P<id>[^/]+)(?P<rest>/[a-z]+)?$")
 _STATUS_FOR = {
     "ResourceNotFound.SandboxTool": 404,
@@ -30,6 +34,12 @@ _STATUS_FOR = {
     "InvalidParameterValue.Timeout": 400,
     "UnsupportedOperation.SandboxInstance": 409,
 }
+
+
+def _precise(timestamp: float) -> str:
+    """RFC 3339 in UTC with microseconds, as E2B times its sandboxes (``startedAfter`` needs it)."""
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _error(status: int, message: str) -> E2bAnswer:
@@ -75,6 +85,7 @@ class E2bApi:
             if match is None:
                 return _error(404, f"no route for {method} {path}")
             instance = self.service.store.instance(match["id"])
+            await self.service.check_alive(instance)
             rest = match["rest"] or ""
             if method == "GET" and not rest:
                 if instance.status not in ("STARTING", "RUNNING"):
@@ -85,17 +96,20 @@ class E2bApi:
                     return _error(404, f"sandbox {instance.instance_id} not found")
                 await self.service.stop_instance(instance)
                 return 204, None, {}
-            if method == "POST" and rest in ("/timeout", "/refreshes"):
-                seconds = int(payload.get("timeout", payload.get("duration", MIN_TIMEOUT)))
+            if method == "POST" and rest == "/timeout":
+                # E2B: the end becomes now + timeout, shorter or longer (negative: now).
                 self._check_running(instance)
-                self.service.set_timeout(instance, self._clamp(seconds))
+                self.service.set_timeout(instance, int(payload.get("timeout") or 0))
+                return 204, None, {}
+            if method == "POST" and rest == "/refreshes":
+                self._check_running(instance)
+                seconds = max(int(payload.get("duration") or 0), DEFAULT_REFRESH)
+                self.service.set_timeout(instance, seconds, allow_shorter=False)
                 return 204, None, {}
             if method == "POST" and rest == "/connect":
                 self._check_running(instance)
-                seconds = self._clamp(int(payload.get("timeout") or 0) or instance.timeout)
-                remaining = instance.expires - __import__("time").time()
-                if seconds > remaining:
-                    self.service.set_timeout(instance, seconds)
+                seconds = int(payload.get("timeout") or 0) or instance.timeout
+                self.service.set_timeout(instance, seconds, allow_shorter=False)
                 return 200, self._sandbox(instance), {}
             if rest in ("/pause", "/resume", "/snapshots", "/metrics", "/logs", "/fork"):
                 return _error(501, f"{rest[1:]} is not supported by the emulator")
@@ -105,10 +119,19 @@ class E2bApi:
             return _error(status, exc.message)
 
     @staticmethod
-    def _clamp(seconds: int) -> int:
-        if seconds < 1:
-            raise ServiceError("InvalidParameterValue.Timeout", "timeout must be positive")
-        return max(MIN_TIMEOUT, min(seconds, MAX_TIMEOUT))
+    def _create_timeout(raw: Any) -> int:
+        """A create's lifetime: E2B's checks (positive, at most 24 h), AGS's 5-minute default."""
+        if raw is None:
+            return DEFAULT_TIMEOUT
+        seconds = int(raw)
+        if seconds <= 0:
+            raise ServiceError("InvalidParameterValue.Timeout", "Timeout must be greater than 0")
+        if seconds > MAX_TIMEOUT:
+            raise ServiceError(
+                "InvalidParameterValue.Timeout",
+                f"Timeout cannot be greater than {MAX_TIMEOUT // 3600} hours",
+            )
+        return seconds
 
     @staticmethod
     def _check_running(instance: Instance) -> None:
@@ -129,7 +152,7 @@ class E2bApi:
         fault = self.service.faults.take("e2b", "POST /sandboxes", ("slow_start",))
         instance = await self.service.start_instance(
             tool=tool,
-            timeout=self._clamp(int(payload.get("timeout") or 300)),
+            timeout=self._create_timeout(payload.get("timeout")),
             custom={},
             metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
             env={str(k): str(v) for k, v in (payload.get("envVars") or {}).items()},
@@ -164,8 +187,8 @@ class E2bApi:
             "alias": instance.tool.name,
             "sandboxID": instance.instance_id,
             "clientID": "emulator",
-            "startedAt": rfc3339(instance.created),
-            "endAt": rfc3339(instance.expires),
+            "startedAt": _precise(instance.created),
+            "endAt": _precise(instance.expires),
             "cpuCount": 1,
             "memoryMB": 1024,
             "diskSizeMB": 10240,
@@ -182,24 +205,8 @@ class E2bApi:
         return detail
 
     def _list(self, query: dict[str, list[str]], *, v2: bool) -> E2bAnswer:
-        wanted: dict[str, str] = {}
-        for text in query.get("metadata", []):
-            for key, values in parse_qs(text).items():
-                wanted[key] = values[-1]
-        states = ",".join(query.get("state", [])).split(",") if query.get("state") else []
+        parsed = ListQuery.parse(query)
         with self.service.store.lock:
-            live = [
-                i
-                for i in sorted(self.service.store.instances.values(), key=lambda i: i.created)
-                if i.status in ("STARTING", "RUNNING")
-                and all(i.metadata.get(k) == v for k, v in wanted.items())
-            ]
-        if states and "running" not in states:
-            live = []
-        limit = int((query.get("limit") or ["100"])[-1])
-        offset = int((query.get("nextToken") or ["0"])[-1] or 0)
-        page = live[offset : offset + limit]
-        headers = {}
-        if v2 and offset + limit < len(live):
-            headers["x-next-token"] = str(offset + limit)
-        return 200, [self._listed(i) for i in page], headers
+            instances = list(self.service.store.instances.values())
+        items, headers = list_page(instances, parsed, self._listed, paged=v2)
+        return 200, items, headers

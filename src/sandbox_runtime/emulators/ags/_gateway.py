@@ -22,7 +22,7 @@ import httpx
 from ._state import Instance, Store
 from .envd.app import _signature
 
-__all__ = ["ENVD_PORT", "Gateway"]
+__all__ = ["ENVD_PORT", "Gateway", "StreamCut"]
 
 ENVD_PORT = 49983
 _HOP_HEADERS = {
@@ -35,6 +35,15 @@ _HOP_HEADERS = {
     "e2b-sandbox-port",
     "keep-alive",
 }
+
+
+class StreamCut(Exception):
+    """An answer being streamed lost its sandbox (killed, crashed, or envd died).
+
+    The real service's proxy then resets the connection, so the client sees a truncated
+    answer and its SDK raises; the app turns this into a closed connection, never into a
+    cleanly finished stream, which a client would read as a command that merely ended.
+    """
 
 
 class GatewayAnswer:
@@ -160,10 +169,15 @@ class Gateway:
         async def chunks() -> AsyncIterator[bytes]:
             try:
                 async for chunk in response.aiter_raw():
+                    if instance.status != "RUNNING":
+                        break  # killed: whatever envd says while it dies never gets out
                     yield chunk
-            except httpx.HTTPError:
-                return
+                else:
+                    return
+            except httpx.HTTPError as exc:
+                raise StreamCut(f"the sandbox {instance_id} went away mid-answer") from exc
             finally:
                 await response.aclose()
+            raise StreamCut(f"the sandbox {instance_id} was stopped mid-answer")
 
         return GatewayAnswer(response.status_code, out_headers, stream=chunks())

@@ -44,6 +44,7 @@ ENVD_PACKAGE = "srt_envd"
 ENVD_HOME = "/tmp/.sandbox-runtime-envd"
 ENVD_STATE = "/tmp/.sandbox-runtime-envd/state"
 WORKDIR = "/home/user"
+DEFAULT_USER = "user"
 # Variables the local backend sets for its processes; envd must hand them on, or the
 # backend could not find (and kill) the commands envd starts.
 _KEEP_ENV = ("SANDBOX_RUNTIME_ID", "SANDBOX_RUNTIME_ROOT", "TMPDIR")
@@ -163,7 +164,9 @@ class InstanceRunner:
                 logger.info("local instances ignore image %r (not a directory here)", image)
                 image = None
         elif backend == "docker":
-            options = {"network": "host", "pull": "never"}
+            # envd runs as root whatever the image's USER, as the real one does: it must be
+            # able to act as any user a request names.
+            options = {"network": "host", "pull": "never", "user": "root"}
         return {
             "backend": backend,
             "image": image,
@@ -247,6 +250,9 @@ class InstanceRunner:
             "envVars": self.env,
             "accessToken": self.internal_token,
             "defaultWorkdir": WORKDIR,
+            # E2B's templates run everything as ``user``; envd keeps root where the image
+            # has no such account.
+            "defaultUser": DEFAULT_USER,
         }
         deadline = began + self.settings.boot_timeout
         last: Exception | None = None

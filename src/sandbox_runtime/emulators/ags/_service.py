@@ -302,17 +302,29 @@ class AgsService:
             instance.tokens[token] = expires
         return token, expires
 
-    def set_timeout(self, instance: Instance, timeout: int) -> None:
-        """Reset the lifetime, counted from now."""
+    def set_timeout(self, instance: Instance, timeout: int, *, allow_shorter: bool = True) -> None:
+        """Make the instance end ``timeout`` seconds from now (0: at once).
+
+        As E2B's ``KeepAliveFor``: the end never passes the instance's maximum length (24 h
+        from its start; beyond it the call fails), and without ``allow_shorter`` (connect,
+        refresh) an end earlier than the current one is left as it is.
+        """
         with self.store.lock:
             if instance.status not in ("STARTING", "RUNNING"):
                 raise ServiceError(
                     "UnsupportedOperation.SandboxInstance",
                     f"sandbox instance {instance.instance_id} is {instance.status}",
                 )
-            instance.timeout = timeout
-            instance.expires = time.time() + timeout
-            instance.updated = time.time()
+            now = time.time()
+            left = instance.created + MAX_TIMEOUT - now
+            if left <= 0:
+                raise ServiceError("InvalidParameterValue.Timeout", "Max instance length exceeded")
+            expires = now + min(max(timeout, 0), left)
+            if not allow_shorter and expires < instance.expires:
+                return
+            instance.timeout = max(int(expires - now), 0)
+            instance.expires = expires
+            instance.updated = now
 
     async def expire_loop(self, interval: float = 0.25, liveness_every: float = 1.0) -> None:
         """Stop instances whose lifetime ended (``StopReason`` ``timeout``); fail dead ones.
@@ -346,19 +358,31 @@ class AgsService:
                 if i.status == "RUNNING" and i.runner is not None
             ]
         for instance in running:
-            runner = instance.runner
-            assert runner is not None
-            if await asyncio.to_thread(runner.alive):
-                continue
-            with self.store.lock:
-                if instance.status != "RUNNING":
-                    continue  # stopped meanwhile, which also ends the runner
-                instance.status = "FAILED"
-                instance.stop_reason = "error"
-                instance.status_reason = "the instance's container exited"
-                instance.updated = time.time()
-            logger.info("instance %s died; now FAILED", instance.instance_id)
-            await asyncio.to_thread(runner.stop)
+            await self.check_alive(instance)
+
+    async def check_alive(self, instance: Instance) -> None:
+        """Turn a RUNNING instance whose sandbox or envd died ``FAILED`` now.
+
+        The sweep does this about once a second; a status call for one instance does it at
+        once, so that it never reports a dead instance as running.
+        """
+        runner = instance.runner
+        if instance.status != "RUNNING" or runner is None:
+            return
+        if await asyncio.to_thread(runner.alive):
+            return
+        with self.store.lock:
+            if instance.status != "RUNNING":
+                return  # stopped meanwhile, which also ends the runner
+            instance.status = "FAILED"
+            instance.stop_reason = "error"
+            instance.status_reason = "the instance's container exited"
+            instance.updated = time.time()
+        logger.info("instance %s died; now FAILED", instance.instance_id)
+        # Its remains go in the background: the status call that noticed answers at once.
+        cleanup = asyncio.get_running_loop().create_task(asyncio.to_thread(runner.stop))
+        self._boots.add(cleanup)
+        cleanup.add_done_callback(self._boots.discard)
 
     async def shutdown(self) -> None:
         """Stop every instance (the emulator is closing)."""

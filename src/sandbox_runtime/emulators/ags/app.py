@@ -17,7 +17,7 @@ from typing import Any
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
-from ._gateway import Gateway, GatewayAnswer, instance_id_of
+from ._gateway import Gateway, GatewayAnswer, StreamCut, instance_id_of
 from ._service import AgsService
 from ._tcr import TCR_VERSION, TcrApi
 from .envd._http import Message, Scope
@@ -211,9 +211,12 @@ class EmulatorApp:
             await _answer(send, answer.status, answer.body, answer.headers)
             return
         await send({"type": "http.response.start", "status": answer.status, "headers": raw})
-        async for chunk in answer.stream:
-            if chunk:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        try:
+            async for chunk in answer.stream:
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except StreamCut as exc:
+            raise DroppedConnection(str(exc)) from exc
         await send({"type": "http.response.body", "body": b""})
 
     # -- admin -------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Behaviour follows envd's process service where a client can see it:
 
 * the command runs through ``/bin/sh -c 'exec "$@"'`` (envd wraps it in a shell too), so a
   missing program is exit 127 from the shell rather than a failed start;
-* the environment is ``PATH``, ``HOME``, ``USER``, ``LOGNAME``, the sandbox's default
-  variables, then the request's ``envs``;
+* the process runs as the request's user (envd's default user unless one is given), whose
+  ``HOME``, ``USER`` and ``LOGNAME`` it gets; the environment is ``PATH``, those, the
+  sandbox's default variables, then the request's ``envs``;
 * the child stays in envd's process group; ``SendSignal`` signals that pid only;
 * a missing ``cwd`` fails the call with ``invalid_argument`` before anything runs;
 * ``Connect-Timeout-Ms`` bounds the process: when it passes, the process is killed and the
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._connect import ConnectError, b64
+from ._pty import open_pty, pty_argv, resize
+from ._users import User
 
 __all__ = ["ManagedProcess", "ProcessManager"]
 
@@ -67,6 +70,8 @@ class ManagedProcess:
     config: dict[str, Any]
     tag: str | None
     popen: subprocess.Popen[bytes]
+    tty: int | None = None
+    """The pty master of a PTY process (its output and input), else None."""
     listeners: list[asyncio.Queue[Event | None]] = field(default_factory=list)
     end: Event | None = None
     stdin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -105,7 +110,9 @@ class ProcessManager:
     """The processes of one envd: start, find, feed, signal and list them."""
 
     def __init__(
-        self, resolve_dir: Callable[[str], str], base_env: Callable[[], dict[str, str]]
+        self,
+        resolve_dir: Callable[[str, User], str],
+        base_env: Callable[[], dict[str, str]],
     ) -> None:
         self._resolve_dir = resolve_dir
         self._base_env = base_env
@@ -130,42 +137,53 @@ class ProcessManager:
         raise ConnectError("invalid_argument", "process selector is empty")
 
     async def start(
-        self, request: dict[str, Any], *, timeout: float | None
+        self, request: dict[str, Any], *, timeout: float | None, user: User
     ) -> tuple[ManagedProcess, asyncio.Queue[Event | None]]:
-        """Start the process of a ``StartRequest``; returns it and a queue of its events."""
+        """Start the process of a ``StartRequest`` as ``user``; returns it and its events."""
         config = dict(request.get("process") or {})
-        if request.get("pty"):
-            raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
         cmd = config.get("cmd") or ""
         if not cmd:
             raise ConnectError("invalid_argument", "process cmd is empty")
         args = [str(arg) for arg in config.get("args") or []]
         cwd_text = config.get("cwd") or ""
-        cwd = self._resolve_dir(cwd_text)
+        cwd = self._resolve_dir(cwd_text, user)
         if not os.path.isdir(cwd):
             raise ConnectError("invalid_argument", f"cwd '{cwd_text or cwd}' does not exist")
         env = self._base_env()
+        env.update(user.env())
         env.update({str(k): str(v) for k, v in (config.get("envs") or {}).items()})
         want_stdin = request.get("stdin", True) is not False
+        identity: dict[str, Any] = {}
+        if user.switch:
+            identity = {"user": user.uid, "group": user.gid, "extra_groups": user.groups()}
+        argv = ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args]
+        tty: int | None = None
+        streams: dict[str, Any] = {
+            "stdin": subprocess.PIPE if want_stdin else subprocess.DEVNULL,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+        }
+        if request.get("pty"):
+            tty, slave = open_pty(request["pty"])
+            argv = pty_argv(argv)
+            streams = {"stdin": slave, "stdout": slave, "stderr": slave, "start_new_session": True}
         try:
-            popen = subprocess.Popen(
-                ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE if want_stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                close_fds=True,
-            )
+            popen = subprocess.Popen(argv, cwd=cwd, env=env, close_fds=True, **streams, **identity)
         except OSError as exc:
+            if tty is not None:
+                os.close(tty)
             raise ConnectError(
                 "invalid_argument", f"error starting process '{cmd}': {exc}"
             ) from exc
+        finally:
+            if tty is not None:
+                os.close(streams["stdin"])  # the child holds the slave now
         proc = ManagedProcess(
             pid=popen.pid,
             config={k: v for k, v in config.items() if v not in (None, "", [], {})},
             tag=request.get("tag"),
             popen=popen,
+            tty=tty,
         )
         queue = proc.subscribe()
         self._processes[proc.pid] = proc
@@ -181,10 +199,13 @@ class ProcessManager:
             loop.call_soon_threadsafe(_settle, exited, code)
 
         threading.Thread(target=wait_for_exit, name=f"envd-wait-{proc.pid}", daemon=True).start()
-        readers = [
-            loop.create_task(self._pump(proc, proc.popen.stdout, "stdout")),
-            loop.create_task(self._pump(proc, proc.popen.stderr, "stderr")),
-        ]
+        if proc.tty is not None:
+            readers = [loop.create_task(self._pump(proc, proc.tty, "pty"))]
+        else:
+            readers = [
+                loop.create_task(self._pump(proc, proc.popen.stdout, "stdout")),
+                loop.create_task(self._pump(proc, proc.popen.stderr, "stderr")),
+            ]
         deadline_hit = False
         try:
             await asyncio.wait_for(asyncio.shield(exited), timeout)
@@ -203,6 +224,11 @@ class ProcessManager:
                     loop.remove_reader(stream.fileno())
                 with contextlib.suppress(OSError):
                     stream.close()
+        if proc.tty is not None:
+            with contextlib.suppress(OSError, ValueError):
+                loop.remove_reader(proc.tty)
+            with contextlib.suppress(OSError):
+                os.close(proc.tty)
         self._processes.pop(proc.pid, None)
         if deadline_hit:
             proc.publish({"error": ConnectError("deadline_exceeded", "context deadline exceeded")})
@@ -220,7 +246,7 @@ class ProcessManager:
 
     async def _pump(self, proc: ManagedProcess, pipe: Any, name: str) -> None:
         loop = asyncio.get_running_loop()
-        fd = pipe.fileno()
+        fd = pipe if isinstance(pipe, int) else pipe.fileno()
         os.set_blocking(fd, False)
         while True:
             ready: asyncio.Future[None] = loop.create_future()
@@ -239,14 +265,20 @@ class ProcessManager:
                 return
             proc.publish({"data": {name: b64(chunk)}})
 
-    async def send_input(self, selector: dict[str, Any], data: bytes) -> None:
-        """Write ``data`` to the process's stdin without blocking the loop."""
+    async def send_input(self, selector: dict[str, Any], data: bytes, *, pty: bool = False) -> None:
+        """Write ``data`` to the process's stdin (or its pty) without blocking the loop."""
         proc = self.find(selector)
-        stdin = proc.popen.stdin
-        if stdin is None or stdin.closed:
-            raise ConnectError("failed_precondition", "stdin not enabled or closed")
+        if pty != (proc.tty is not None):
+            where = "the pty" if proc.tty is not None else "the stdin"
+            raise ConnectError("failed_precondition", f"input should be written to {where}")
+        if proc.tty is not None:
+            fd = proc.tty
+        else:
+            stdin = proc.popen.stdin
+            if stdin is None or stdin.closed:
+                raise ConnectError("failed_precondition", "stdin not enabled or closed")
+            fd = stdin.fileno()
         loop = asyncio.get_running_loop()
-        fd = stdin.fileno()
         async with proc.stdin_lock:
             os.set_blocking(fd, False)
             view = memoryview(data)
@@ -265,9 +297,21 @@ class ProcessManager:
                     raise ConnectError("internal", f"error writing to stdin: {exc}") from exc
                 view = view[written:]
 
+    def resize(self, selector: dict[str, Any], spec: dict[str, Any]) -> None:
+        """``Update``: give a PTY process's terminal a new size."""
+        proc = self.find(selector)
+        if proc.tty is None:
+            raise ConnectError("internal", "error resizing tty: tty not assigned to process")
+        resize(proc.tty, spec)
+
     async def close_stdin(self, selector: dict[str, Any]) -> None:
         """Close stdin so the process sees end of input."""
         proc = self.find(selector)
+        if proc.tty is not None:
+            raise ConnectError(
+                "failed_precondition",
+                "cannot close stdin for PTY process — send Ctrl+D (0x04) instead",
+            )
         async with proc.stdin_lock:
             if proc.popen.stdin is not None:
                 with contextlib.suppress(OSError):

@@ -25,6 +25,10 @@ from ._connect import ConnectError, end_of_stream, envelope, parse_envelopes, un
 from ._files import Files, parse_multipart
 from ._http import Message, Scope
 from ._process import ProcessManager
+from ._users import UnknownUser, User, requested_name
+from ._users import current as current_user
+from ._users import lookup as lookup_user
+from ._watch import WatcherRegistry, open_watch
 
 __all__ = ["ENVD_VERSION", "EnvdApp"]
 
@@ -45,10 +49,48 @@ class _Request:
         self.body = body
 
 
+def _wants_gzip(accept_encoding: str) -> bool:
+    """Whether envd answers a download gzip-encoded, as its ``parseAcceptEncoding`` decides.
+
+    By falling quality: ``identity`` wins as soon as it comes, ``gzip`` (the one encoding
+    envd has) is chosen when it comes first, and ``*`` means identity unless identity was
+    refused (``identity;q=0``, or ``*;q=0`` without identity accepted).
+    """
+    offers: list[tuple[float, str]] = []
+    for item in accept_encoding.split(","):
+        name, _, params = item.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "q":
+                with contextlib.suppress(ValueError):
+                    quality = float(value)
+        if name.strip():
+            offers.append((quality, name.strip().lower()))
+    identity_refused = any(n == "identity" and q == 0 for q, n in offers) or (
+        any(n == "*" and q == 0 for q, n in offers)
+        and not any(n == "identity" and q > 0 for q, n in offers)
+    )
+    for quality, name in sorted(offers, key=lambda offer: -offer[0]):
+        if quality == 0:
+            continue
+        if name == "identity":
+            return False
+        if name == "*":
+            return identity_refused
+        if name == "gzip":
+            return True
+    return False
+
+
 async def _respond(
-    send: Send, status: int, body: bytes = b"", content_type: str = "application/json"
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    content_type: str = "application/json",
+    extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    headers = [(b"content-length", str(len(body)).encode())]
+    headers = [(b"content-length", str(len(body)).encode()), *(extra or [])]
     if body or status != 204:
         headers.append((b"content-type", content_type.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -79,6 +121,9 @@ class EnvdApp:
         }
         self.files = Files(root=root, workdir=workdir)
         self.processes = ProcessManager(self.files.host, self._process_env)
+        self.watchers = WatcherRegistry()
+        #: Who requests act as unless they name a user (``/init``'s ``defaultUser``).
+        self.default_user: User = current_user()
 
     def _process_env(self) -> dict[str, str]:
         env = {
@@ -177,6 +222,21 @@ class EnvdApp:
             self.access_token = str(token)
         if body.get("defaultWorkdir"):
             self.files.workdir = str(body["defaultWorkdir"])
+        if body.get("defaultUser"):
+            # The emulator asks for E2B's ``user``; an image without that account keeps the
+            # user envd runs as (root), as envd's built-in default is.
+            with contextlib.suppress(UnknownUser):
+                self.default_user = lookup_user(str(body["defaultUser"]))
+
+    def _user(self, request: _Request) -> User:
+        """The user a request acts as; an unknown name is ``unauthenticated`` (401)."""
+        name = requested_name(request.headers, request.query)
+        if name is None:
+            return self.default_user
+        try:
+            return lookup_user(name)
+        except UnknownUser as exc:
+            raise ConnectError("unauthenticated", str(exc)) from exc
 
     # -- /files ----------------------------------------------------------------------------
 
@@ -185,11 +245,16 @@ class EnvdApp:
         if not path:
             raise ConnectError("invalid_argument", "path is required")
         try:
-            data = self.files.read(path)
+            data = self.files.read(path, self._user(request))
         except ConnectError as exc:
             await _json(send, exc.status, {"code": exc.status, "message": exc.message})
             return
-        await _respond(send, 200, data, "application/octet-stream")
+        headers = [(b"vary", b"Accept-Encoding")]
+        if _wants_gzip(request.headers.get("accept-encoding", "")):
+            # envd >= 0.5.7 answers gzip when the client accepts it (the SDK's gzip=True).
+            data = gzip.compress(data, compresslevel=6)  # Go's default level
+            headers.append((b"content-encoding", b"gzip"))
+        await _respond(send, 200, data, "application/octet-stream", headers)
 
     async def _post_files(self, request: _Request, send: Send) -> None:
         content_type = request.headers.get("content-type", "")
@@ -205,6 +270,11 @@ class EnvdApp:
         else:
             await _json(send, 400, {"code": 400, "message": f"unsupported type {content_type}"})
             return
+        try:
+            user = self._user(request)
+        except ConnectError as exc:
+            await _json(send, exc.status, {"code": exc.status, "message": exc.message})
+            return
         written = []
         seen: set[str] = set()
         for target, data in uploads:
@@ -216,7 +286,7 @@ class EnvdApp:
                 return
             seen.add(target)
             try:
-                written.append(self.files.write(target, data))
+                written.append(self.files.write(target, data, user))
             except ConnectError as exc:
                 await _json(send, exc.status, {"code": exc.status, "message": exc.message})
                 return
@@ -240,16 +310,17 @@ class EnvdApp:
         if rpc == "List":
             result = {"processes": self.processes.list()}
         elif rpc == "SendInput":
-            data = (body.get("input") or {}).get("stdin")
-            if data is None:
-                raise ConnectError("unimplemented", "only stdin input is supported (no PTY)")
-            await self.processes.send_input(body.get("process") or {}, unb64(data))
+            given = body.get("input") or {}
+            pty = "pty" in given
+            data = given.get("pty" if pty else "stdin") or ""
+            await self.processes.send_input(body.get("process") or {}, unb64(data), pty=pty)
         elif rpc == "CloseStdin":
             await self.processes.close_stdin(body.get("process") or {})
         elif rpc == "SendSignal":
             self.processes.send_signal(body.get("process") or {}, body.get("signal"))
         elif rpc == "Update":
-            raise ConnectError("unimplemented", "PTY processes are not supported by this envd")
+            if body.get("pty"):
+                self.processes.resize(body.get("process") or {}, body["pty"])
         else:
             raise ConnectError("unimplemented", f"process.Process/{rpc} is not implemented")
         await _json(send, 200, result)
@@ -272,7 +343,8 @@ class EnvdApp:
             timeout_ms = request.headers.get("connect-timeout-ms")
             timeout = int(timeout_ms) / 1000 if timeout_ms else None
             if rpc == "Start":
-                proc, queue = await self.processes.start(message, timeout=timeout)
+                user = self._user(request)
+                proc, queue = await self.processes.start(message, timeout=timeout, user=user)
             else:
                 proc = self.processes.find(message.get("process") or {})
                 queue = proc.subscribe()
@@ -311,9 +383,12 @@ class EnvdApp:
                 if "start" in event:
                     selector = event["start"].get("process") or {}
                 elif "data" in event:
-                    data = (event["data"].get("input") or {}).get("stdin")
-                    if data is not None:
-                        await self.processes.send_input(selector, unb64(data))
+                    given = event["data"].get("input") or {}
+                    for kind in ("stdin", "pty"):
+                        if kind in given:
+                            await self.processes.send_input(
+                                selector, unb64(given[kind]), pty=kind == "pty"
+                            )
         except ConnectError as exc:
             error = exc
         await send(
@@ -329,20 +404,37 @@ class EnvdApp:
     # -- filesystem.Filesystem -------------------------------------------------------------
 
     async def _filesystem_rpc(self, rpc: str, request: _Request, send: Send) -> None:
+        if rpc == "WatchDir":
+            await self._watch_stream(request, send)
+            return
         body = json.loads(request.body or b"{}")
         files = self.files
+        user = self._user(request)
         try:
             if rpc == "Stat":
-                result: dict[str, Any] = {"entry": files.entry(body.get("path", ""))}
+                result: dict[str, Any] = {"entry": files.entry(body.get("path", ""), user)}
             elif rpc == "MakeDir":
-                result = {"entry": files.make_dir(body.get("path", ""))}
+                result = {"entry": files.make_dir(body.get("path", ""), user)}
             elif rpc == "Move":
-                result = {"entry": files.move(body.get("source", ""), body["destination"])}
+                result = {"entry": files.move(body.get("source", ""), body["destination"], user)}
             elif rpc == "ListDir":
                 depth = int(body.get("depth") or 1)
-                result = {"entries": files.list_dir(body.get("path", ""), depth)}
+                result = {"entries": files.list_dir(body.get("path", ""), depth, user)}
             elif rpc == "Remove":
-                files.remove(body.get("path", ""))
+                files.remove(body.get("path", ""), user)
+                result = {}
+            elif rpc == "CreateWatcher":
+                path = body.get("path", "")
+                watcher_id = self.watchers.create(
+                    files.host(path, user),
+                    files.sandbox_path(path, user),
+                    bool(body.get("recursive")),
+                )
+                result = {"watcherId": watcher_id}
+            elif rpc == "GetWatcherEvents":
+                result = {"events": self.watchers.take(str(body.get("watcherId", "")))}
+            elif rpc == "RemoveWatcher":
+                self.watchers.remove(str(body.get("watcherId", "")))
                 result = {}
             else:
                 raise ConnectError(
@@ -352,7 +444,53 @@ class EnvdApp:
             raise ConnectError("permission_denied", str(exc)) from exc
         await _json(send, 200, result)
 
+    async def _watch_stream(self, request: _Request, send: Send) -> None:
+        """``WatchDir``: a start event, then one event per change, keepalives in between."""
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/connect+json")],
+            }
+        )
+
+        async def emit(data: bytes, more: bool = True) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        queue: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        try:
+            messages = parse_envelopes(request.body)
+            message = messages[0][1] if messages else {}
+            user = self._user(request)
+            path = str(message.get("path", ""))
+            watch = open_watch(
+                self.files.host(path, user),
+                self.files.sandbox_path(path, user),
+                bool(message.get("recursive")),
+                queue.put_nowait,
+            )
+        except ConnectError as exc:
+            await emit(end_of_stream(exc), more=False)
+            return
+        interval_text = request.headers.get("keepalive-ping-interval")
+        interval = float(interval_text) if interval_text else None
+        try:
+            await emit(envelope({"start": {}}))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), interval)
+                except asyncio.TimeoutError:
+                    await emit(envelope({"keepalive": {}}))
+                    continue
+                await emit(envelope({"filesystem": event}))
+        except (ConnectionError, OSError):
+            pass  # the client stopped watching
+        finally:
+            watch.close()
+
     def shutdown(self) -> None:
-        """Kill every process this envd started."""
+        """Kill every process this envd started and stop its watchers."""
         with contextlib.suppress(Exception):
             self.processes.kill_all()
+        with contextlib.suppress(Exception):
+            self.watchers.close_all()
