@@ -57,7 +57,9 @@ class Capability(str, enum.Enum):
     SHARED_HOST_FILESYSTEM = "shared_host_filesystem"
     """Commands can see the host's filesystem (no container boundary)."""
     STREAMING = "streaming"
-    """Output can be delivered while a command runs."""
+    """Output reaches ``exec``'s ``on_stdout`` / ``on_stderr`` while the command runs (the
+    backend writes chunks into :meth:`ExecRequest.output_buffers` as it reads them); without
+    it the callbacks still get everything, when the command ends."""
     SNAPSHOT = "snapshot"
     """A running sandbox can be saved and started again from what it holds."""
     RECONNECT = "reconnect"

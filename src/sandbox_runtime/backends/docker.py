@@ -169,7 +169,12 @@ class DockerBackend(Backend[DockerOptions]):
     options_model = DockerOptions
     extra = "docker"
     capabilities = frozenset(
-        {Capability.HOST_MOUNTS, Capability.ENGINE_IMAGES, Capability.RECONNECT}
+        {
+            Capability.HOST_MOUNTS,
+            Capability.ENGINE_IMAGES,
+            Capability.RECONNECT,
+            Capability.STREAMING,
+        }
     )
     # A burst of hundreds of creates makes dockerd time out; 64 at once on a 2-core host
     # neither failed nor got faster with a bound of 8, 16 or 32 (docs/performance.md), so the

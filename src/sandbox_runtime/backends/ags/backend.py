@@ -98,7 +98,7 @@ class AgsBackend(Backend[AgsOptions]):
     name = "ags"
     options_model = AgsOptions
     extra = "ags"
-    capabilities = frozenset({Capability.RECONNECT})
+    capabilities = frozenset({Capability.RECONNECT, Capability.STREAMING})
 
     def __init__(self, config: SandboxConfig, options: AgsOptions) -> None:
         super().__init__(config, options)

@@ -129,7 +129,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     extra = "kubernetes"
     #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
-    capabilities = frozenset({Capability.ENGINE_IMAGES, Capability.RECONNECT})
+    capabilities = frozenset({Capability.ENGINE_IMAGES, Capability.RECONNECT, Capability.STREAMING})
 
     def __init__(self, config: SandboxConfig, options: KubernetesOptions) -> None:
         super().__init__(config, options)

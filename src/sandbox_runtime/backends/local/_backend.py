@@ -258,7 +258,12 @@ class LocalBackend(Backend[LocalOptions]):
     name = "local"
     options_model = LocalOptions
     capabilities = frozenset(
-        {Capability.DIRECTORY_IMAGES, Capability.SHARED_HOST_FILESYSTEM, Capability.RECONNECT}
+        {
+            Capability.DIRECTORY_IMAGES,
+            Capability.SHARED_HOST_FILESYSTEM,
+            Capability.RECONNECT,
+            Capability.STREAMING,
+        }
     )
 
     def __init__(self, config: SandboxConfig, options: LocalOptions) -> None:
