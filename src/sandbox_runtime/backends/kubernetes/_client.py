@@ -132,8 +132,10 @@ def _load(options: KubernetesOptions) -> tuple[Any, str]:
     if options.token is not None:
         # The token given is the identity used: the kubeconfig loader installs a hook that
         # writes the kubeconfig's own token back before every request, so it goes too.
-        configuration.api_key = {"BearerToken": options.token.get_secret_value()}
-        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        # Both names: clients before 31 read "authorization", later ones "BearerToken".
+        secret = options.token.get_secret_value()
+        configuration.api_key = {"BearerToken": secret, "authorization": secret}
+        configuration.api_key_prefix = {"BearerToken": "Bearer", "authorization": "Bearer"}
         configuration.refresh_api_key_hook = None
     configuration.connection_pool_maxsize = options.max_pool_size
     # urllib3 would sleep out a 429's Retry-After inside the one refused call, unseen; the
