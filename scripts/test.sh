@@ -77,7 +77,8 @@ log "pytest"
 if [ "$#" -eq 0 ]; then
   export PYTHON="$root/.venv/bin/python"
   log "e2b protocol tests with the oldest supported e2b"
-  bash tests/run_with_version.sh e2b 2.15.2 -m e2b_sdk tests/ags tests/conformance/test_ags.py \
+  bash tests/run_with_version.sh e2b 2.15.2 -m "e2b_sdk and not e2b_current" \
+    tests/ags tests/conformance/test_ags.py \
     -q -n 2 -p xdist
   log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
   bash tests/run_with_version.sh swebench 3.0.2 tests/swe tests/integrations -q -n 2 -p xdist

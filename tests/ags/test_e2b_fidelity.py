@@ -212,8 +212,9 @@ def _supports_list_filters() -> bool:
     return "order" in inspect.signature(Sandbox.list).parameters and "template" in query_fields
 
 
-@pytest.mark.skipif(not _supports_list_filters(), reason="this e2b has no order/template query")
+@pytest.mark.e2b_current
 def test_list_honours_order_started_after_and_template(emulator: AgsEmulator) -> None:
+    assert _supports_list_filters(), "needs an e2b with order/template queries"
     suite = uuid.uuid4().hex
     made = []
     try:
@@ -270,9 +271,9 @@ def test_list_pages_do_not_shift_when_sandboxes_start_between_them(
             created.kill()
 
 
+@pytest.mark.e2b_current
 def test_gzip_downloads_as_envd_0_5_7(sandbox: Sandbox) -> None:
-    if "gzip" not in inspect.signature(sandbox.files.read).parameters:
-        pytest.skip("this e2b cannot ask for gzip")
+    assert "gzip" in inspect.signature(sandbox.files.read).parameters, "needs a newer e2b"
     payload = b"compress me " * 1000
     sandbox.files.write("/tmp/big.txt", payload)
     read = sandbox.files.read("/tmp/big.txt", format="bytes", gzip=True)
