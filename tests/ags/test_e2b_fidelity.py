@@ -300,9 +300,13 @@ def test_watch_dir_reports_changes_through_polling(sandbox: Sandbox) -> None:
         sandbox.files.write("/tmp/w/a.txt", "1")
         sandbox.commands.run(
             "cd /tmp/w && chmod 600 a.txt && mv a.txt b.txt && echo x > sub/deep.txt"
-            " && mkdir sub/new && echo y > sub/new/later.txt && rm b.txt"
+            " && mkdir sub/new"
         )
         seen: list[e2b.FilesystemEvent] = []
+        # A new directory is watched once its creation is seen (as envd's fsnotify does): a
+        # file made in it before then is not reported, so the test waits for that first.
+        assert _until(lambda: ("sub/new", "create") in _collect(handle, seen))
+        sandbox.commands.run("cd /tmp/w && echo y > sub/new/later.txt && rm b.txt")
         expected = {
             ("a.txt", "create"),
             ("a.txt", "write"),
