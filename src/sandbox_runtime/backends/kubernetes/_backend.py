@@ -116,6 +116,11 @@ def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> Sandbox
 _EXEC_OPEN_POLICY = RetryPolicy(attempts=6, max_delay=30.0)
 
 
+def _small_buffers() -> tuple[HeadTailBuffer, HeadTailBuffer]:
+    """Capture for the backend's own short commands (probes, kills)."""
+    return HeadTailBuffer(4096), HeadTailBuffer(4096)
+
+
 def _limiter(cluster: Cluster, options: KubernetesOptions) -> RateLimiter:
     """The API server's limiter: one per server in this process (``sandbox_runtime.ratelimit``)."""
     return limiter_for(f"kubernetes:{cluster.server}", options.api_qps, options.api_burst)
@@ -355,7 +360,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             "if command -v bash >/dev/null 2>&1; then echo bash; else echo sh; fi"
         )
         argv = ["/bin/sh", "-c", script, "sh", self.config.workdir]
-        outcome = self._exec_argv(argv, None, deadline, 4096)
+        outcome = self._exec_argv(argv, None, deadline, _small_buffers())
         if not outcome.finished:
             raise SandboxTimeoutError(f"preparing pod {self._pod} ran past start_timeout")
         code = self._exit_code(outcome)
@@ -416,11 +421,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         argv: list[str],
         stdin: bytes | None,
         deadline: float | None,
-        buffers: tuple[HeadTailBuffer, HeadTailBuffer] | int,
+        buffers: tuple[HeadTailBuffer, HeadTailBuffer],
     ) -> ExecOutcome:
-        """Open an exec and pump it; ``buffers`` or a byte cap for fresh ones."""
-        if isinstance(buffers, int):
-            buffers = (HeadTailBuffer(buffers), HeadTailBuffer(buffers))
+        """Open an exec and pump it, capturing into ``buffers`` (stdout, stderr)."""
         cluster = self.cluster
         try:
             client = call_with_retries(
@@ -502,7 +505,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def _kill_group(self, token: str) -> None:
         try:
-            self._exec_argv(_shell.kill_group_script(token), None, time.monotonic() + 30, 4096)
+            self._exec_argv(
+                _shell.kill_group_script(token), None, time.monotonic() + 30, _small_buffers()
+            )
         except SandboxError as exc:
             logger.warning("could not kill a timed-out command in pod %s: %s", self._pod, exc)
 

@@ -447,10 +447,10 @@ class LocalBackend(Backend[LocalOptions]):
 
     def _resolved(self, sandbox_path: str) -> str:
         """Like :meth:`_seen_path`, following a final symlink too (for reads)."""
-        inside = self._host_path(sandbox_path)
-        if self._bound_entry(inside) is not None:
-            return os.path.realpath(self._seen_path(sandbox_path))
-        real = os.path.realpath(inside)
+        host = self._host_path(sandbox_path)
+        if self._bound_entry(host) is not None:
+            return os.path.realpath(self._host_view(host))
+        real = os.path.realpath(host)
         if not _inside(self._real_root, real):
             raise PathEscapeError(f"path leaves the sandbox through a symlink: {sandbox_path!r}")
         return real
@@ -470,9 +470,10 @@ class LocalBackend(Backend[LocalOptions]):
     def _seen_path(self, sandbox_path: str) -> str:
         """Where the file commands see at ``sandbox_path`` lives on the host (for reads)."""
         host = self._host_path(sandbox_path)
-        top = self._bound_entry(host)
-        if top is None:
-            return host
+        return host if self._bound_entry(host) is None else self._host_view(host)
+
+    def _host_view(self, host: str) -> str:
+        """The host's own path for ``host``, a path under a stand-in in the root."""
         return os.path.join("/", os.path.relpath(host, self._real_root))
 
     def _writable_path(self, sandbox_path: str) -> str:

@@ -187,13 +187,10 @@ def frame(called: str, observation: Observation, *, timeout: float) -> str:
 
     ``called`` is the tool's name as the model wrote it; ``timeout`` the command time limit.
     """
-    name = tool_name(called)
-    if name == "submit":
-        return FINISHED
-    if name == "bash":
-        output = _head_and_tail(_command_output(observation, timeout))
-        return f"Exit code: {exit_status(observation)}\nExecution output of [{called}]:\n{output}"
-    output = observation.output
-    if observation.error and output.startswith("error: "):
-        output = "ERROR: " + output.removeprefix("error: ")
-    return f"Execution output of [{called}]:\n{output}"
+    if tool_name(called) == "bash":
+        output = _command_output(observation, timeout)
+    else:
+        output = observation.output
+        if observation.error and output.startswith("error: "):
+            output = "ERROR: " + output.removeprefix("error: ")
+    return frame_script_output(called, output, exit_status(observation))
