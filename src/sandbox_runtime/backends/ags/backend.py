@@ -16,12 +16,14 @@ Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written
 ``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
 file without any control-plane call (see :mod:`sandbox_runtime.backends.ags.mapping`).
 
-Data plane: envd, through our own client (:mod:`.envd`), so the backend needs no e2b SDK and
-works beside any e2b release.  Commands run under the shared in-sandbox wrapper
-(:mod:`sandbox_runtime._shell`); a timeout kills every process the command started, ``setsid``
-children included, and returns the output so far with exit code 124, and a non-zero exit is
-returned as data with its output.  Idempotent envd calls are retried; a command is sent again
-only when its start marker proves it never started.
+Data plane: envd, through our own client (:mod:`sandbox_runtime.envd.client`), so the backend
+needs no e2b SDK and works beside any e2b release.  Commands and files go through
+:class:`~sandbox_runtime.envd.commands.EnvdCommands`, shared with the container backends' fast
+path: commands run under the in-sandbox wrapper (:mod:`sandbox_runtime._shell`); a timeout
+kills every process the command started, ``setsid`` children included, and returns the output
+so far with exit code 124, and a non-zero exit is returned as data with its output.
+Idempotent envd calls are retried; a command is sent again only when its start marker proves
+it never started.
 
 Client errors are translated here, at the boundary, into :mod:`sandbox_runtime.errors`.
 """
@@ -30,17 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
-from sandbox_runtime import _shell
-from sandbox_runtime._shell import check_cwd
 from sandbox_runtime.backend import (
     Availability,
     Backend,
@@ -50,6 +49,8 @@ from sandbox_runtime.backend import (
     SandboxInfo,
 )
 from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.envd.client import ENVD_PORT, EnvdClient, EnvdError, EnvdUnauthorized
+from sandbox_runtime.envd.commands import EnvdCommands
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
@@ -62,13 +63,12 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 from sandbox_runtime.ownership import MANAGED, make_labels
-from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime.results import ExecResult
 
 from ._options import AgsOptions, cloud_client, e2b_api
 from ._reaper import live_instances, reap_instances
 from .cloud import AgsApiError, AgsCloudClient, redact
 from .e2b_api import E2bApi, E2bApiError, SandboxGrant
-from .envd import ENVD_PORT, EnvdClient, EnvdError, EnvdUnauthorized, ProcessEvent, StartRefused
 from .mapping import load_mapping
 
 __all__ = ["AgsBackend"]
@@ -77,19 +77,9 @@ logger = logging.getLogger("sandbox_runtime.ags")
 
 T = TypeVar("T")
 _MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600
-# Extra time the server-side stream deadline allows beyond a command's timeout: a safety net
-# that ends the stream even if our own kill never reached the sandbox.
-_SERVER_DEADLINE_GRACE = 30.0
-_KILL_TIMEOUT = 15.0
-#: Where a command's standard input and uploaded archives wait (envd creates parents).
-_STATE_DIR = "/tmp/.sandbox-runtime"
 #: Metadata key naming one create request (see ``_start_e2b``).
 _CREATE_TOKEN = "sandbox-runtime.create-token"
-_UNLIMITED = 1 << 40
-_MISSING_EXIT = 44
 _NETWORK_ERRORS = (httpx.HTTPError, OSError)
-#: Attempts at sending a command whose connection broke before it provably started.
-_START_ATTEMPTS = 4
 
 
 class AgsBackend(Backend[AgsOptions]):
@@ -109,6 +99,12 @@ class AgsBackend(Backend[AgsOptions]):
         self._e2b: E2bApi | None = None
         self._stopped = False
         self._session_lock = threading.Lock()
+        self._commands = EnvdCommands(
+            self._require_session,
+            translated=self._translated,
+            is_alive=self.is_alive,
+            name=f"AGS instance {self.sandbox_id}",
+        )
 
     def __repr__(self) -> str:
         return f"AgsBackend(control_plane={self._plane!r}, instance={self._instance_id!r})"
@@ -484,223 +480,32 @@ class AgsBackend(Backend[AgsOptions]):
                 raise self._translate(exc, what) from exc
         raise AssertionError("unreachable")
 
-    # -- commands ----------------------------------------------------------------------------
+    # -- commands and files: envd, with the rules shared with the container fast path ------
 
     def exec(self, request: ExecRequest) -> ExecResult:
-        """Run one command under the wrapper; see the module docstring for the guarantees."""
-        session = self._require_session()
-        began = time.monotonic()
-        token = _shell.new_token()
-        stdin_file = None
-        if request.stdin is not None:
-            stdin_file = f"{_STATE_DIR}/{token}.stdin"
-            data = request.stdin
-            self._translated(lambda: session.write(stdin_file, data), "upload stdin")
-        marker = f"{_STATE_DIR}/{token}.started"
-        argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file, marker)
-        envs = {**request.env, _shell.TOKEN_VAR: token}
-        stdout, stderr = request.output_buffers()
-        timeout = request.timeout
-        timed_out = threading.Event()
-        pid_box: list[int] = []
-
-        def on_deadline() -> None:
-            timed_out.set()
-            self._kill_command(token, pid_box)
-
-        timer = threading.Timer(timeout, on_deadline) if timeout is not None else None
-        server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
-        end: tuple[int, str] | None = None
-
-        def run() -> tuple[int, str] | None:
-            nonlocal end
-            events = self._start_once(argv, envs, server_timeout, marker)
-            for kind, value in events:
-                if kind == "start":
-                    pid_box.append(value)
-                    if timer is not None and len(pid_box) == 1:
-                        timer.start()
-                elif kind == "stdout":
-                    stdout.write(value)
-                elif kind == "stderr":
-                    stderr.write(value)
-                elif kind == "end":
-                    end = value
-            return end
-
-        try:
-            end = self._translated(run, "exec")
-        except SandboxError as exc:
-            if not timed_out.is_set() or isinstance(exc, SandboxGoneError):
-                raise
-            end = None  # the stream ended early because we killed the command: a timeout
-        finally:
-            if timer is not None:
-                timer.cancel()
-        if timed_out.is_set():
-            exit_code = TIMEOUT_EXIT_CODE
-        elif end is None:
-            if not self.is_alive():
-                raise SandboxGoneError(f"AGS instance {self.sandbox_id} ended during the command")
-            raise BackendError("the command's output stream ended without an exit code")
-        else:
-            exit_code = end[0]
-            if exit_code < 0:  # killed by a signal, reported the way a shell does
-                exit_code = 137 if "killed" in end[1] else 128 + 15
-        if not timed_out.is_set():
-            check_cwd(exit_code, stderr.getvalue(), request.cwd)
-        return ExecResult.from_buffers(
-            request.display,
-            exit_code,
-            stdout,
-            stderr,
-            began=began,
-            timed_out=timed_out.is_set(),
-        )
-
-    def _start_once(
-        self,
-        argv: list[str],
-        envs: dict[str, str],
-        server_timeout: float | None,
-        marker: str,
-    ) -> Iterator[ProcessEvent]:
-        """The events of ``argv``, started exactly once.
-
-        A start that envd refused, or whose connection broke before the wrapper created its
-        marker, provably ran nothing and is sent again (with backoff); once the marker
-        exists, a broken connection is an error, never a second run.
-        """
-        for attempt in range(1, _START_ATTEMPTS + 1):
-            session = self._require_session()
-            started = False
-            try:
-                for event in session.start(argv, envs=envs, server_timeout=server_timeout):
-                    started = True
-                    yield event
-                return
-            except StartRefused as exc:
-                if not exc.transient or attempt == _START_ATTEMPTS:
-                    raise
-                wait = exc.retry_after
-            except (httpx.TransportError, EnvdError) as exc:
-                if (
-                    started
-                    or attempt == _START_ATTEMPTS
-                    or _may_have_run(session, envs[_shell.TOKEN_VAR], marker)
-                ):
-                    raise EnvdError(
-                        f"the connection to envd broke while the command ran ({exc}); it is not "
-                        "run again because it had started",
-                        transient=False,
-                    ) from exc
-                wait = None
-            delay = wait if wait is not None else random.uniform(0, 0.2 * 2**attempt)
-            logger.warning(
-                "command start on %s not delivered (attempt %d); sending it again in %.2fs",
-                self.sandbox_id,
-                attempt,
-                delay,
-            )
-            time.sleep(delay)
-
-    def _kill_command(self, token: str, pid_box: list[int]) -> None:
-        """Kill every process of a timed-out command, then its wrapper (ends the stream)."""
-        session = self._session
-        if session is None:
-            return
-        try:
-            for _ in session.start(
-                _shell.kill_group_script(token), envs={}, server_timeout=_KILL_TIMEOUT
-            ):
-                pass
-        except Exception as exc:
-            logger.warning(
-                "could not kill a timed-out command in %s: %s", self.sandbox_id, self._clean(exc)
-            )
-        if pid_box:
-            with contextlib.suppress(Exception):
-                session.signal_kill(pid_box[0])
-
-    def _run_quick(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
-        """Run a short helper command; returns exit code, stdout and stderr (unbounded)."""
-        request = ExecRequest(
-            command=tuple(argv), cwd="/", timeout=600, max_output_bytes=_UNLIMITED
-        )
-        result = self.exec(request)
-        if result.timed_out:
-            raise SandboxTimeoutError(f"{what} timed out", result)
-        return result.exit_code, result.stdout_bytes, result.stderr_bytes
-
-    # -- files -------------------------------------------------------------------------------
+        """Run one command under the wrapper, through envd."""
+        return self._commands.exec(request)
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Upload through envd's ``/files``; a mode other than 0644 costs one ``chmod``."""
-        session = self._require_session()
-        self._translated(lambda: session.write(path, data), f"write {path}")
-        if mode & 0o7777 != 0o644:
-            code, _out, err = self._run_quick(["chmod", f"{mode & 0o7777:o}", path], "chmod")
-            if code != 0:
-                raise BackendError(f"chmod {path} failed: {err.decode(errors='replace')}")
+        self._commands.write_file(path, data, mode)
 
     def read_file_to(self, path: str, sink: BinaryIO) -> None:
         """Stream envd's ``/files`` answer into ``sink``."""
-        session = self._require_session()
-        self._translated(lambda: session.read_into(path, sink), f"read {path}")
+        self._commands.read_file_to(path, sink)
 
     def read_file(self, path: str) -> bytes:
         """Download through envd's ``/files``."""
-        session = self._require_session()
-        return self._translated(lambda: session.read(path), f"read {path}")
+        return self._commands.read_file(path)
 
     def exists(self, path: str) -> bool:
         """Envd's ``Stat``."""
-        session = self._require_session()
-        return self._translated(lambda: session.stat(path), f"stat {path}") is not None
+        return self._commands.exists(path)
 
     def put_archive(self, data: bytes) -> None:
         """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
-        session = self._require_session()
-        archive = f"{_STATE_DIR}/{uuid.uuid4().hex}.tar"
-        self._translated(lambda: session.write(archive, data), "upload archive")
-        script = (
-            'if tar --version 2>/dev/null | grep -q GNU; then tar --no-overwrite-dir -xf "$1" -C /;'
-            ' else tar -xf "$1" -C /; fi; rc=$?; rm -f "$1"; exit $rc'
-        )
-        code, _out, err = self._run_quick(["/bin/sh", "-c", script, "sh", archive], "extract")
-        if code != 0:
-            raise BackendError(f"extracting the archive failed: {err.decode(errors='replace')}")
+        self._commands.put_archive(data)
 
     def get_archive(self, path: str) -> bytes:
         """``tar -c`` of the path, read from the command's output as exact bytes."""
-        script = (
-            f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING_EXIT}; '
-            'd=$(dirname -- "$1"); b=$(basename -- "$1"); exec tar -cf - -C "$d" -- "$b"'
-        )
-        code, out, err = self._run_quick(["/bin/sh", "-c", script, "sh", path], "archive")
-        if code == _MISSING_EXIT:
-            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
-        if code != 0:
-            raise BackendError(f"archiving {path} failed: {err.decode(errors='replace')}")
-        return _archive_checked(out)
-
-
-def _archive_checked(data: bytes) -> bytes:
-    if not data:
-        raise BackendError("tar produced no output")
-    return data
-
-
-def _may_have_run(session: EnvdClient, token: str, marker: str) -> bool:
-    """Whether a start whose connection broke may have started its command.
-
-    The command (its wrapper's argument vector holds ``token``) is among envd's processes
-    while it runs, and its wrapper creates ``marker``
-    before anything else: looking at the processes first and the marker second sees a
-    command that started, whether it still runs or ended in between.
-    """
-    if session.stat(marker) is not None:
-        return True
-    if any(token in command for command in session.processes()):
-        return True
-    return session.stat(marker) is not None
+        return self._commands.get_archive(path)

@@ -15,10 +15,11 @@ import re
 from typing import Any
 from urllib.parse import parse_qs
 
+from sandbox_runtime.envd.server import ENVD_VERSION
+
 from ._e2b_list import ListQuery, list_page
 from ._service import AgsService
 from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError
-from .envd import ENVD_VERSION
 
 __all__ = ["E2bAnswer", "E2bApi"]
 

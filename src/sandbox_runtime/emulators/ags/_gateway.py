@@ -19,8 +19,9 @@ from urllib.parse import parse_qs
 
 import httpx
 
+from sandbox_runtime.envd.server.app import _signature
+
 from ._state import Instance, Store
-from .envd.app import _signature
 
 __all__ = ["ENVD_PORT", "Gateway", "StreamCut"]
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+import sandbox_runtime.envd.server as server_package
 from sandbox_runtime.errors import SandboxError, SandboxStartError
 from sandbox_runtime.runtime import SandboxRuntime
 
@@ -110,7 +111,7 @@ class RunnerSettings:
 
 def _envd_archive() -> bytes:
     """The envd package at ``ENVD_HOME/srt_envd`` and an empty ``ENVD_STATE`` directory."""
-    source = Path(__file__).with_name("envd")
+    source = Path(server_package.__file__).parent
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         state = tarfile.TarInfo(ENVD_STATE[1:])

@@ -14,13 +14,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
 
+from sandbox_runtime.envd.server._http import Message, Scope
+
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
 from ._gateway import Gateway, GatewayAnswer, StreamCut, instance_id_of
 from ._service import AgsService
 from ._tcr import TCR_VERSION, TcrApi
-from .envd._http import Message, Scope
 
 __all__ = ["EmulatorApp"]
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from sandbox_runtime.envd.server._http import serve
+
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import FaultBook, RandomFaults
@@ -34,7 +36,6 @@ from ._service import AgsService, ServiceLimits
 from ._state import Store
 from ._tcr import TcrApi
 from .app import EmulatorApp
-from .envd._http import serve
 
 __all__ = ["DEFAULT_TOOL", "AgsEmulator"]
 

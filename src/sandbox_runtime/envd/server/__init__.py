@@ -5,7 +5,7 @@ It speaks envd's wire protocol (``/health``, ``/files``, ``process.Process`` and
 It imports nothing but the standard library and only uses relative imports, so this
 directory can be copied into any container that has ``python3`` and started there::
 
-    python3 -m sandbox_runtime.emulators.ags.envd --port 49983        # in this package
+    python3 -m sandbox_runtime.envd.server --port 49983                 # in this package
     PYTHONPATH=/opt/x python3 -m srt_envd --port 49983              # copied as /opt/x/srt_envd
 
 The AGS emulator starts one inside every instance it runs.  Differences from the real envd
