@@ -10,9 +10,31 @@ pytestmark = pytest.mark.docker
 
 
 class TestDocker(SandboxConformance):
+    """The native path: every command a ``docker exec``, files through the engine's archives."""
+
     @pytest.fixture
     def sandbox_config(self, docker_image: str) -> SandboxConfig:
-        return SandboxConfig(backend="docker", image=docker_image, workdir="/testbed", lifetime=600)
+        return SandboxConfig(
+            backend="docker",
+            image=docker_image,
+            workdir="/testbed",
+            lifetime=600,
+            options={"agent": "off"},
+        )
+
+
+class TestDockerAgent(SandboxConformance):
+    """The fast path: every call through the in-sandbox agent (``on`` waits for it)."""
+
+    @pytest.fixture
+    def sandbox_config(self, docker_image: str) -> SandboxConfig:
+        return SandboxConfig(
+            backend="docker",
+            image=docker_image,
+            workdir="/testbed",
+            lifetime=600,
+            options={"agent": "on"},
+        )
 
 
 class TestDockerBackendOnPodman(SandboxConformance):

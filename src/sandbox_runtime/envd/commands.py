@@ -80,8 +80,10 @@ class EnvdCommands:
         is_alive: Callable[[], bool],
         name: str,
         state_dir: str = STATE_DIR,
+        start_attempts: int = _START_ATTEMPTS,
     ) -> None:
         self._session = session
+        self._start_attempts = start_attempts
         self._translated = translated
         self._is_alive = is_alive
         self._name = name
@@ -173,7 +175,7 @@ class EnvdCommands:
         marker, provably ran nothing and is sent again (with backoff); once the marker
         exists, a broken connection is an error, never a second run.
         """
-        for attempt in range(1, _START_ATTEMPTS + 1):
+        for attempt in range(1, self._start_attempts + 1):
             session = self._session()
             started = False
             try:
@@ -182,13 +184,13 @@ class EnvdCommands:
                     yield event
                 return
             except StartRefused as exc:
-                if not exc.transient or attempt == _START_ATTEMPTS:
+                if not exc.transient or attempt == self._start_attempts:
                     raise
                 wait = exc.retry_after
             except (httpx.TransportError, EnvdError) as exc:
                 if (
                     started
-                    or attempt == _START_ATTEMPTS
+                    or attempt == self._start_attempts
                     or _may_have_run(session, envs[_shell.TOKEN_VAR], marker)
                 ):
                     raise EnvdError(

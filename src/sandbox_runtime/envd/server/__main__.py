@@ -41,13 +41,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="pass this variable of envd's own environment to every process (repeatable)",
     )
+    parser.add_argument(
+        "--exec-like",
+        action="store_true",
+        help="run processes as docker exec does: envd's own environment, their own session",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="envd %(levelname)s %(name)s: %(message)s",
     )
-    app = EnvdApp(root=args.root, workdir=args.workdir, keep_env=tuple(args.keep_env))
+    app = EnvdApp(
+        root=args.root,
+        workdir=args.workdir,
+        keep_env=tuple(args.keep_env),
+        exec_like=args.exec_like,
+    )
     token = os.environ.pop("ENVD_ACCESS_TOKEN", None)
     if token:
         app.access_token = token

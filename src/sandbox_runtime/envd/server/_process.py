@@ -113,9 +113,15 @@ class ProcessManager:
         self,
         resolve_dir: Callable[[str, User], str],
         base_env: Callable[[], dict[str, str]],
+        *,
+        exec_like: bool = False,
     ) -> None:
         self._resolve_dir = resolve_dir
         self._base_env = base_env
+        # True (the container backends' agent): a process gets the user's HOME/USER/LOGNAME
+        # only when switching users, and its own session, as under ``docker exec``, so that
+        # neither its environment nor a ``kill 0`` of its group reaches the agent itself.
+        self._exec_like = exec_like
         self._processes: dict[int, ManagedProcess] = {}
 
     def list(self) -> list[dict[str, Any]]:
@@ -150,7 +156,8 @@ class ProcessManager:
         if not os.path.isdir(cwd):
             raise ConnectError("invalid_argument", f"cwd '{cwd_text or cwd}' does not exist")
         env = self._base_env()
-        env.update(user.env())
+        if not self._exec_like or user.switch:
+            env.update(user.env())
         env.update({str(k): str(v) for k, v in (config.get("envs") or {}).items()})
         want_stdin = request.get("stdin", True) is not False
         identity: dict[str, Any] = {}
@@ -162,6 +169,7 @@ class ProcessManager:
             "stdin": subprocess.PIPE if want_stdin else subprocess.DEVNULL,
             "stdout": subprocess.PIPE,
             "stderr": subprocess.PIPE,
+            "start_new_session": self._exec_like,
         }
         if request.get("pty"):
             tty, slave = open_pty(request["pty"])

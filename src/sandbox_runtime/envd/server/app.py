@@ -113,19 +113,31 @@ class EnvdApp:
     """One envd: a process manager and a file service behind the envd routes."""
 
     def __init__(
-        self, *, root: str = "/", workdir: str = "/", keep_env: tuple[str, ...] = ()
+        self,
+        *,
+        root: str = "/",
+        workdir: str = "/",
+        keep_env: tuple[str, ...] = (),
+        exec_like: bool = False,
     ) -> None:
         self.access_token: str | None = None
+        # exec_like (the container backends' in-sandbox agent): processes run as under
+        # ``docker exec``, with envd's own environment (the container's) and their own
+        # session; else as under the real envd, with its small login environment plus the
+        # variables named in keep_env.
+        self._exec_like = exec_like
         self.env_vars: dict[str, str] = {
             name: os.environ[name] for name in keep_env if name in os.environ
         }
         self.files = Files(root=root, workdir=workdir)
-        self.processes = ProcessManager(self.files.host, self._process_env)
+        self.processes = ProcessManager(self.files.host, self._process_env, exec_like=exec_like)
         self.watchers = WatcherRegistry()
         #: Who requests act as unless they name a user (``/init``'s ``defaultUser``).
         self.default_user: User = current_user()
 
     def _process_env(self) -> dict[str, str]:
+        if self._exec_like:
+            return {**os.environ, **self.env_vars}
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),

@@ -1,0 +1,300 @@
+"""The in-sandbox agent of the container backends: our envd, started with the image's python3.
+
+A ``docker exec`` costs ~40 ms of runc process setup before the command runs; a server that
+already runs inside the container starts a command in about a millisecond.  So a docker (or
+kubernetes) sandbox may start our envd (:mod:`sandbox_runtime.envd.server`, standard library
+only) next to its lifetime ``sleep``, and exec and files then go through it
+(:class:`~sandbox_runtime.envd.commands.EnvdCommands`, the same code the ``ags`` backend runs
+against the real envd).
+
+How it is started, off the path of the start itself: the container's command becomes
+:func:`launch_command`, the usual ``sleep`` with a small background loop beside it.  Once the
+container runs, the backend uploads :func:`agent_archive` (the server package as a zip, a
+start script and the sandbox's token) in the background, and the loop starts ``python3`` on
+it if the image has one.  The agent listens on the container's own address, port
+:data:`AGENT_PORT`, and answers only requests carrying the sandbox's token
+(``X-Access-Token``); the token is in no command line and no file once the agent runs.
+Nothing is published on the host.
+
+How it is used (:class:`AgentLink`): until the agent answers, and for good in an image without
+``python3`` or a container whose address this host cannot reach, calls take the backend's
+native path; ``mode="on"`` waits for the agent instead and fails when it never answers.  If
+the agent stops answering later (a command killed it), a call that provably sent nothing
+falls back to the native path; a command whose connection broke after it started is an
+error, never run twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import tarfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from importlib import resources
+from typing import Literal, TypeVar
+
+import httpx
+
+from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError
+from sandbox_runtime.retry import RetryPolicy
+
+from .client import EnvdClient, EnvdError, StartRefused
+from .commands import STATE_DIR, EnvdCommands
+
+__all__ = [
+    "AGENT_PORT",
+    "AgentLink",
+    "AgentMode",
+    "AgentUnreachable",
+    "agent_archive",
+    "launch_command",
+]
+
+logger = logging.getLogger("sandbox_runtime.envd.agent")
+
+T = TypeVar("T")
+AgentMode = Literal["auto", "on", "off"]
+_State = Literal["pending", "ready", "absent"]
+
+#: The agent's port inside the sandbox (envd's own port number).
+AGENT_PORT = 49983
+_PACKAGE = "srt_envd"
+# A probe: an address that neither accepts nor refuses within ``connect`` is unreachable from
+# here (a container network this host is not on); a slow answer is a busy machine.
+_PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
+_REQUEST_TIMEOUT = 60.0
+
+# The container's command ($1: lifetime): a background loop waits for the agent's files (the
+# last entry of their archive marks them complete), then starts it; the main process is the
+# usual sleep.  Nothing of the agent or its token is in the command line the sandbox sees.
+_LAUNCH = (
+    f"d={STATE_DIR}; (n=0; while [ ! -e $d/agent.ready ] && [ $n -lt 1500 ]; do sleep 0.02; "
+    "n=$((n+1)); done; [ -e $d/agent.ready ] && exec /bin/sh $d/agent.sh) >/dev/null 2>&1 & "
+    'exec sleep "$1"'
+)
+
+# Runs once the files are there: the token leaves its file for the agent's environment (which
+# the agent empties of it before any command runs); without python3 nothing starts.
+_START = f"""\
+d={STATE_DIR}
+t=$(cat "$d/agent.token"); rm -f "$d/agent.token" "$d/agent.ready"
+p=$(command -v python3) && [ -n "$t" ] || exit 0
+# Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
+ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
+ENVD_ACCESS_TOKEN="$t" exec "$p" -E -s "$d/agent.zip" --host 0.0.0.0 \\
+  --port {AGENT_PORT} --exec-like </dev/null >"$d/agent.log" 2>&1
+"""
+
+_MAIN = f"import sys\nfrom {_PACKAGE}.__main__ import main\nsys.exit(main())\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _agent_zip() -> bytes:
+    """The server package as a runnable zip (``python3 agent.zip``), about 30 KB."""
+    buffer = io.BytesIO()
+    package = resources.files("sandbox_runtime.envd.server")
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("__main__.py", _MAIN)
+        for entry in sorted(package.iterdir(), key=lambda item: item.name):
+            if entry.name.endswith(".py"):
+                archive.writestr(f"{_PACKAGE}/{entry.name}", entry.read_bytes())
+    return buffer.getvalue()
+
+
+def launch_command(lifetime_seconds: int) -> list[str]:
+    """The container's command: ``sleep`` as before, with the agent's starter beside it."""
+    return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
+
+
+def agent_archive(token: str) -> bytes:
+    """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
+
+    The directory is world-writable with the sticky bit, as ``/tmp`` is, so that commands of
+    any user can leave their standard input there.
+    """
+    buffer = io.BytesIO()
+    base = STATE_DIR.lstrip("/")
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        folder = tarfile.TarInfo(base)
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
+        archive.addfile(folder)
+        entries = (
+            ("agent.zip", _agent_zip(), 0o644),
+            ("agent.sh", _START.encode(), 0o644),
+            ("agent.token", token.encode(), 0o644),
+            ("agent.ready", b"", 0o644),
+        )
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(f"{base}/{name}")
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class AgentUnreachable(BackendError):
+    """The agent refused a connection: nothing was sent, the native path may run the call."""
+
+
+class AgentLink:
+    """One sandbox's way to its agent: readiness, the client, and when to use the native path.
+
+    ``address`` gives the host the agent is reached at (asked once, when first needed; None
+    when the sandbox has none reachable), ``is_alive`` whether the sandbox still runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: AgentMode,
+        token: str,
+        address: Callable[[], str | None],
+        is_alive: Callable[[], bool],
+        name: str,
+        wait: float,
+    ) -> None:
+        self.mode = mode
+        self._token = token
+        self._address = address
+        self._is_alive = is_alive
+        self._name = name
+        self._wait = wait
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._state: Literal["pending", "ready", "absent"] = (
+            "absent" if mode == "off" else "pending"
+        )
+        self._url: str | None = None
+        self._client: EnvdClient | None = None
+        self._commands: EnvdCommands | None = None
+
+    @property
+    def ready(self) -> bool:
+        """True once calls go through the agent."""
+        return self._state == "ready"
+
+    def commands(self) -> EnvdCommands | None:
+        """The agent's command and file primitives, or None: use the native path this time."""
+        if self._state == "ready":
+            return self._commands
+        if self._state == "absent":
+            return None
+        with self._lock:
+            if self._state == "pending":
+                self._probe()
+            return self._commands
+
+    def _probe(self) -> None:
+        """Ask the agent for ``/health``: ready, not yet (native this time), or never."""
+        if self._url is None:
+            host = self._address()
+            if not host:
+                self._give_up("the sandbox has no address this host can reach")
+                return
+            self._url = f"http://{host}:{AGENT_PORT}"
+        while True:
+            try:
+                answer = httpx.get(f"{self._url}/health", timeout=_PROBE_TIMEOUT)
+            except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
+                # Refused: not listening yet (or no python3 in the image); a slow or broken
+                # answer: starting on a busy machine.  Neither says the address is wrong.
+                answer = None
+            except httpx.HTTPError as exc:
+                self._give_up(f"{self._url} does not answer from here ({exc})")
+                return
+            if answer is not None:
+                if answer.status_code in (200, 204):
+                    self._connect()
+                else:
+                    self._give_up(f"{self._url}/health answered {answer.status_code}")
+                return
+            waited = time.monotonic() - self._started
+            if waited >= self._wait:
+                self._give_up(f"no agent answered within {self._wait:.0f}s (no python3?)")
+                return
+            if self.mode != "on":
+                return
+            time.sleep(0.005)
+
+    def _connect(self) -> None:
+        assert self._url is not None
+        self._client = EnvdClient(
+            self._url,
+            sandbox_id=self._name,
+            token=self._token,
+            request_timeout=_REQUEST_TIMEOUT,
+            # A local agent has no gateway in front of it: a refusal means it is gone.
+            policy=RetryPolicy(attempts=1),
+        )
+        self._commands = EnvdCommands(
+            self._session,
+            translated=self._translated,
+            is_alive=self._is_alive,
+            name=self._name,
+            start_attempts=1,
+        )
+        self._state = "ready"
+        logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, self._url)
+
+    def _give_up(self, why: str) -> None:
+        self._state = "absent"
+        if self.mode == "on":
+            raise BackendError(f"{self._name}: the in-sandbox agent is required but {why}")
+        logger.debug("%s: native exec (%s)", self._name, why)
+
+    def _session(self) -> EnvdClient:
+        client = self._client
+        if client is None:
+            raise SandboxGoneError(f"{self._name}: the agent's connection is closed")
+        return client
+
+    def _translated(self, operation: Callable[[], T], what: str) -> T:
+        """Run a client call; its failure as one of our errors (see the module docstring)."""
+        try:
+            return operation()
+        except SandboxError:
+            raise
+        except (httpx.HTTPError, EnvdError, OSError) as exc:
+            if not self._is_alive():
+                raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
+            if _nothing_sent(exc):
+                self._lost(exc)
+                raise AgentUnreachable(f"{what}: the in-sandbox agent is gone ({exc})") from exc
+            raise BackendError(f"{what} through the in-sandbox agent failed: {exc}") from exc
+
+    def _lost(self, exc: BaseException) -> None:
+        """From now on the native path: a command killed the agent, or it died."""
+        if self.mode == "on":
+            return  # still the agent's: the caller's error says what happened
+        logger.warning(
+            "%s: the in-sandbox agent stopped answering (%s); native exec", self._name, exc
+        )
+        self._state = "absent"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def _nothing_sent(exc: BaseException) -> bool:
+    """Whether a failure provably sent nothing: a refused connection and no earlier failure.
+
+    A broken stream or a timeout may have reached the agent, and a command it reached may
+    have started; only a connection refused from the first try is certain.
+    """
+    seen: BaseException | None = exc
+    refused = False
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectError):
+            refused = True
+        elif isinstance(seen, StartRefused):
+            pass
+        elif isinstance(seen, (httpx.HTTPError, EnvdError)):
+            return False
+        seen = seen.__cause__ or seen.__context__
+    return refused
