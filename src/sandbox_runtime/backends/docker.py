@@ -116,7 +116,7 @@ class DockerOptions(BackendOptions):
     """The in-sandbox agent (fast exec and files): ``auto`` uses it once it answers, on an
     engine on this host's unix socket, in a network other than ``host``/``none``; ``on``
     requires it (calls wait for it and fail without it); ``off`` never starts it."""
-    agent_wait: float = Field(default=10.0, gt=0)
+    agent_wait: float = Field(default=30.0, gt=0)
     """Seconds after start that calls keep looking for the agent (``on``: wait) before
     settling on the native path (``on``: failing)."""
 
@@ -209,7 +209,6 @@ class DockerBackend(Backend[DockerOptions]):
         # Most images have bash; one without it costs a single failed exec, then sh is used.
         self._shell = "bash"
         self._agent: AgentLink | None = None
-        self._agent_upload: threading.Thread | None = None
 
     @classmethod
     def engine_key(cls, options: BackendOptions) -> str:
@@ -354,7 +353,7 @@ class DockerBackend(Backend[DockerOptions]):
         return mode == "on" or str(getattr(api, "base_url", "")).startswith("http+docker:")
 
     def _start_agent(self, container: str) -> None:
-        """Upload the agent's files in the background; the container's loop starts it.
+        """Upload the agent's files off the start path; the container's loop starts it.
 
         The upload (one engine call) overlaps the caller's first commands, which take the
         native path until the agent answers, so the start itself costs nothing more.
@@ -368,15 +367,7 @@ class DockerBackend(Backend[DockerOptions]):
             name=f"container {container[:12]}",
             wait=self.options.agent_wait,
         )
-
-        def upload() -> None:
-            try:
-                self._api.put_archive(container, "/", agent_archive(token))
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-                logger.warning("container %s: no in-sandbox agent (%s)", container[:12], exc)
-
-        self._agent_upload = threading.Thread(target=upload, name="agent-upload", daemon=True)
-        self._agent_upload.start()
+        self._agent.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
 
     def _address(self) -> str | None:
         """The container's IP address on its first network (None without one)."""
@@ -394,14 +385,7 @@ class DockerBackend(Backend[DockerOptions]):
     def _fast(self) -> EnvdCommands | None:
         """The agent's primitives when it answers, else None (the native path)."""
         agent = self._agent
-        if agent is None:
-            return None
-        upload = self._agent_upload
-        if upload is not None and upload.is_alive():
-            if agent.mode != "on":
-                return None  # its files are still on their way: native this time
-            upload.join()
-        return agent.commands()
+        return agent.commands() if agent is not None else None
 
     def _remove_quietly(self) -> None:
         target = self._container or self._name

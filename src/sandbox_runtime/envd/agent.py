@@ -39,7 +39,7 @@ from typing import Literal, TypeVar
 
 import httpx
 
-from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError
+from sandbox_runtime.errors import BackendError, SandboxGoneError
 from sandbox_runtime.retry import RetryPolicy
 
 from .client import EnvdClient, EnvdError, StartRefused
@@ -142,8 +142,12 @@ class AgentUnreachable(BackendError):
 class AgentLink:
     """One sandbox's way to its agent: readiness, the client, and when to use the native path.
 
-    ``address`` gives the host the agent is reached at (asked once, when first needed; None
-    when the sandbox has none reachable), ``is_alive`` whether the sandbox still runs.
+    :meth:`start` runs the agent's setup off the caller's path, on a thread: ``upload`` puts
+    the agent's files in the sandbox, then ``/health`` is asked until the agent answers (or
+    the wait runs out, or the address turns out unreachable).  Meanwhile :meth:`commands`
+    answers None (use the native path) without waiting, or, with ``mode="on"``, waits for the
+    outcome and raises if there is no agent.  ``address`` gives the host the agent is reached
+    at (None when the sandbox has none), ``is_alive`` whether the sandbox still runs.
     """
 
     def __init__(
@@ -162,12 +166,9 @@ class AgentLink:
         self._is_alive = is_alive
         self._name = name
         self._wait = wait
-        self._started = time.monotonic()
-        self._lock = threading.Lock()
-        self._state: Literal["pending", "ready", "absent"] = (
-            "absent" if mode == "off" else "pending"
-        )
-        self._url: str | None = None
+        self._settled = threading.Event()
+        self._state: _State = "pending"
+        self._why = ""
         self._client: EnvdClient | None = None
         self._commands: EnvdCommands | None = None
 
@@ -176,53 +177,64 @@ class AgentLink:
         """True once calls go through the agent."""
         return self._state == "ready"
 
+    def start(self, upload: Callable[[], None]) -> None:
+        """Upload the agent and wait for it on a daemon thread."""
+        thread = threading.Thread(
+            target=self._settle, args=(upload,), name="sandbox-agent", daemon=True
+        )
+        thread.start()
+
     def commands(self) -> EnvdCommands | None:
         """The agent's command and file primitives, or None: use the native path this time."""
+        if self._state == "pending" and self.mode == "on":
+            self._settled.wait()
         if self._state == "ready":
             return self._commands
-        if self._state == "absent":
-            return None
-        with self._lock:
-            if self._state == "pending":
-                self._probe()
-            return self._commands
+        if self._state == "absent" and self.mode == "on":
+            raise BackendError(f"{self._name}: the in-sandbox agent is required but {self._why}")
+        return None
+
+    def _settle(self, upload: Callable[[], None]) -> None:
+        try:
+            upload()
+            self._probe()
+        except Exception as exc:
+            self._give_up(f"it could not be started ({exc})")
+        finally:
+            self._settled.set()
 
     def _probe(self) -> None:
-        """Ask the agent for ``/health``: ready, not yet (native this time), or never."""
-        if self._url is None:
-            host = self._address()
-            if not host:
-                self._give_up("the sandbox has no address this host can reach")
-                return
-            self._url = f"http://{host}:{AGENT_PORT}"
-        while True:
+        """Ask for ``/health`` until the agent answers, the wait runs out, or it cannot."""
+        began = time.monotonic()
+        host = self._address()
+        if not host:
+            self._give_up("the sandbox has no address this host can reach")
+            return
+        url = f"http://{host}:{AGENT_PORT}"
+        while self._state == "pending":  # else closed meanwhile: the sandbox is stopping
             try:
-                answer = httpx.get(f"{self._url}/health", timeout=_PROBE_TIMEOUT)
+                answer = httpx.get(f"{url}/health", timeout=_PROBE_TIMEOUT)
             except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
                 # Refused: not listening yet (or no python3 in the image); a slow or broken
                 # answer: starting on a busy machine.  Neither says the address is wrong.
                 answer = None
             except httpx.HTTPError as exc:
-                self._give_up(f"{self._url} does not answer from here ({exc})")
+                self._give_up(f"{url} does not answer from here ({exc})")
                 return
             if answer is not None:
                 if answer.status_code in (200, 204):
-                    self._connect()
+                    self._connect(url)
                 else:
-                    self._give_up(f"{self._url}/health answered {answer.status_code}")
+                    self._give_up(f"{url}/health answered {answer.status_code}")
                 return
-            waited = time.monotonic() - self._started
-            if waited >= self._wait:
+            if time.monotonic() - began >= self._wait:
                 self._give_up(f"no agent answered within {self._wait:.0f}s (no python3?)")
                 return
-            if self.mode != "on":
-                return
-            time.sleep(0.005)
+            time.sleep(0.01)
 
-    def _connect(self) -> None:
-        assert self._url is not None
+    def _connect(self, url: str) -> None:
         self._client = EnvdClient(
-            self._url,
+            url,
             sandbox_id=self._name,
             token=self._token,
             request_timeout=_REQUEST_TIMEOUT,
@@ -237,12 +249,10 @@ class AgentLink:
             start_attempts=1,
         )
         self._state = "ready"
-        logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, self._url)
+        logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
 
     def _give_up(self, why: str) -> None:
-        self._state = "absent"
-        if self.mode == "on":
-            raise BackendError(f"{self._name}: the in-sandbox agent is required but {why}")
+        self._state, self._why = "absent", why
         logger.debug("%s: native exec (%s)", self._name, why)
 
     def _session(self) -> EnvdClient:
@@ -255,9 +265,7 @@ class AgentLink:
         """Run a client call; its failure as one of our errors (see the module docstring)."""
         try:
             return operation()
-        except SandboxError:
-            raise
-        except (httpx.HTTPError, EnvdError, OSError) as exc:
+        except (httpx.HTTPError, EnvdError, OSError) as exc:  # our other errors pass as they are
             if not self._is_alive():
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             if _nothing_sent(exc):
@@ -275,7 +283,8 @@ class AgentLink:
         self._state = "absent"
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool; calls take the native path from now on."""
+        self._state, self._why = "absent", "the sandbox was closed"
         client, self._client = self._client, None
         if client is not None:
             client.close()

@@ -1,0 +1,135 @@
+"""The docker backend's fast path: when the in-sandbox agent serves a sandbox, when the native
+path does, and what happens when the agent goes away, against the real engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sandbox_runtime import BackendError, SandboxConfig, SandboxRuntime
+
+pytestmark = pytest.mark.docker
+
+NO_PYTHON = "sandbox-runtime-test/no-python:latest"
+# The process that started a command: the agent for the fast path; nothing the container can
+# see (pid 0) for a docker exec, which runc starts from outside.
+PARENT = "cat /proc/$PPID/comm 2>/dev/null || echo outside"
+
+
+@pytest.fixture
+def engine(docker_image: str) -> Any:
+    import docker
+
+    return docker.APIClient(version="auto")
+
+
+@pytest.fixture(scope="module")
+def no_python_image(docker_image: str) -> Iterator[str]:
+    """The test image without python3 (a committed container, so no registry is needed)."""
+    import docker
+
+    client = docker.from_env(timeout=60)
+    try:
+        container = client.containers.run(
+            docker_image,
+            ["sh", "-c", "rm -f /usr/bin/python3* /usr/local/bin/python3*"],
+            detach=True,
+        )
+        container.wait(timeout=60)
+        container.commit(*NO_PYTHON.split(":"))
+        container.remove(force=True)
+        yield NO_PYTHON
+    finally:
+        client.close()
+
+
+def _config(image: str, agent: str, **options: Any) -> SandboxConfig:
+    return SandboxConfig(
+        backend="docker", image=image, lifetime=300, options={"agent": agent, **options}
+    )
+
+
+def _parent(sandbox: SandboxRuntime) -> str:
+    return sandbox.exec(PARENT).stdout.strip()
+
+
+def test_on_serves_every_call_through_the_agent(docker_image: str) -> None:
+    with SandboxRuntime(_config(docker_image, "on")) as sandbox:
+        assert _parent(sandbox) == "sandbox-agent"
+        sandbox.write_text("/tmp/x/note.txt", "fast\n")
+        assert sandbox.read_text("/tmp/x/note.txt") == "fast\n"
+        # The agent is out of the way of the sandbox's own commands: not named python, not in
+        # their session, its token in no command line.
+        killers = "pkill python3; pkill -f 'python3 '; kill 0"
+        assert sandbox.exec(killers).exit_code != 0
+        assert _parent(sandbox) == "sandbox-agent"
+        listing = sandbox.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+        assert "sandbox-agent" in listing
+        assert "agent.token" not in sandbox.exec("ls /tmp/.sandbox-runtime").stdout
+
+
+def test_auto_moves_to_the_agent_once_it_answers(docker_image: str) -> None:
+    with SandboxRuntime(_config(docker_image, "auto")) as sandbox:
+        deadline = time.monotonic() + 30
+        parents = {_parent(sandbox)}
+        while "sandbox-agent" not in parents and time.monotonic() < deadline:
+            time.sleep(0.05)
+            parents.add(_parent(sandbox))
+        assert "sandbox-agent" in parents
+
+
+def test_off_never_starts_an_agent(docker_image: str) -> None:
+    with SandboxRuntime(_config(docker_image, "off")) as sandbox:
+        time.sleep(0.5)
+        assert _parent(sandbox) != "sandbox-agent"
+        assert "sandbox-agent" not in sandbox.exec("ps -eo comm").stdout
+
+
+def test_an_image_without_python3_uses_the_native_path(no_python_image: str) -> None:
+    with SandboxRuntime(_config(no_python_image, "auto", agent_wait=1.0)) as sandbox:
+        for _ in range(3):
+            result = sandbox.exec("echo native; exit 3")
+            assert (result.exit_code, result.stdout) == (3, "native\n")
+            time.sleep(0.5)
+        assert _parent(sandbox) != "sandbox-agent"
+    with (
+        SandboxRuntime(_config(no_python_image, "on", agent_wait=1.0)) as sandbox,
+        pytest.raises(BackendError, match="agent is required"),
+    ):
+        sandbox.exec("true")
+
+
+def test_a_network_without_an_address_uses_the_native_path(docker_image: str) -> None:
+    with SandboxRuntime(_config(docker_image, "auto", network="none")) as sandbox:
+        assert sandbox.exec("echo ok").stdout == "ok\n"
+        assert "sandbox-agent" not in sandbox.exec("ps -eo comm").stdout
+
+
+def test_a_killed_agent_hands_over_to_the_native_path(engine: Any, docker_image: str) -> None:
+    with SandboxRuntime(_config(docker_image, "auto")) as sandbox:
+        deadline = time.monotonic() + 30
+        while _parent(sandbox) != "sandbox-agent":
+            assert time.monotonic() < deadline, "the agent never answered"
+            time.sleep(0.05)
+        # Killed from outside (as an OOM kill would), between two commands.
+        exec_id = engine.exec_create(sandbox.id, ["pkill", "-9", "-f", "sandbox-agent"])
+        engine.exec_start(exec_id)
+        result = sandbox.exec("echo still here")
+        assert (result.exit_code, result.stdout) == (0, "still here\n")
+        assert _parent(sandbox) != "sandbox-agent"
+
+
+def test_a_command_that_kills_the_agent_is_an_error_never_a_rerun(docker_image: str) -> None:
+    """The agent dies under a running command: the command's fate is unknown, so it raises;
+    it is not sent again, and the next commands take the native path."""
+    with SandboxRuntime(_config(docker_image, "auto")) as sandbox:
+        deadline = time.monotonic() + 30
+        while _parent(sandbox) != "sandbox-agent":
+            assert time.monotonic() < deadline, "the agent never answered"
+            time.sleep(0.05)
+        with pytest.raises(BackendError):
+            sandbox.exec("echo once >> /tmp/runs; pkill -9 -f sandbox-agent; sleep 1")
+        assert sandbox.exec("cat /tmp/runs").stdout == "once\n"
