@@ -2,6 +2,8 @@
 
 Pods are Docker containers of the test image behind a wire-level Kubernetes API emulator;
 the backend talks to it with the unmodified ``kubernetes`` client, as it would to a cluster.
+Their IPs route from this host, as pod IPs do inside a cluster, so the suite runs on both
+paths: ``pods/exec`` and the in-sandbox agent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ pytestmark = pytest.mark.docker
 
 
 class TestKubernetes(SandboxConformance):
+    """The native path: every command through ``pods/exec``."""
+
     @pytest.fixture
     def sandbox_config(self, k8s_emulator: Any, docker_image: str) -> SandboxConfig:
         return SandboxConfig(
@@ -24,5 +28,19 @@ class TestKubernetes(SandboxConformance):
             image=docker_image,
             workdir="/testbed",
             lifetime=600,
-            options=k8s_emulator.backend_options(),
+            options={**k8s_emulator.backend_options(), "agent": "off"},
+        )
+
+
+class TestKubernetesAgent(SandboxConformance):
+    """The fast path: every call through the agent at the pod's IP."""
+
+    @pytest.fixture
+    def sandbox_config(self, k8s_emulator: Any, docker_image: str) -> SandboxConfig:
+        return SandboxConfig(
+            backend="kubernetes",
+            image=docker_image,
+            workdir="/testbed",
+            lifetime=600,
+            options={**k8s_emulator.backend_options(), "agent": "on"},
         )

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -50,11 +50,10 @@ from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.envd.agent import (
     AgentLink,
     AgentMode,
-    AgentUnreachable,
+    AgentRouting,
     agent_archive,
     launch_command,
 )
-from sandbox_runtime.envd.commands import EnvdCommands
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
@@ -183,7 +182,7 @@ def _is_gone(exc: BaseException) -> bool:
     )
 
 
-class DockerBackend(Backend[DockerOptions]):
+class DockerBackend(AgentRouting, Backend[DockerOptions]):
     """A sandbox as a Docker container; see the module docstring."""
 
     name = "docker"
@@ -382,11 +381,6 @@ class DockerBackend(Backend[DockerOptions]):
                 return str(network["IPAddress"])
         return None
 
-    def _fast(self) -> EnvdCommands | None:
-        """The agent's primitives when it answers, else None (the native path)."""
-        agent = self._agent
-        return agent.commands() if agent is not None else None
-
     def _remove_quietly(self) -> None:
         target = self._container or self._name
         with contextlib.suppress(Exception):
@@ -463,12 +457,8 @@ class DockerBackend(Backend[DockerOptions]):
             raise SandboxGoneError("the container was never started")
         return self._container
 
-    def exec(self, request: ExecRequest) -> ExecResult:
-        """Run a command through the agent, or the exec API, with a group-killing timeout."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):  # it sent nothing: native instead
-                return fast.exec(request)
+    def _native_exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command through the exec API with a real, group-killing timeout."""
         container = self._container_id()
         began = time.monotonic()
         token = _shell.new_token()
@@ -563,44 +553,8 @@ class DockerBackend(Backend[DockerOptions]):
 
     # -- files ---------------------------------------------------------------------------
 
-    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Through the agent's ``/files`` when it answers, else an archive through the engine."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.write_file(path, data, mode)
-        super().write_file(path, data, mode)
-
-    def read_file(self, path: str) -> bytes:
-        """Through the agent's ``/files`` when it answers, else an archive from the engine."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.read_file(path)
-        return super().read_file(path)
-
-    def read_file_to(self, path: str, sink: BinaryIO) -> None:
-        """Stream through the agent when it answers, else the engine's archive."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.read_file_to(path, sink)
-        super().read_file_to(path, sink)
-
-    def exists(self, path: str) -> bool:
-        """The agent's ``Stat`` when it answers, else a ``test -e``."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.exists(path)
-        return super().exists(path)
-
-    def put_archive(self, data: bytes) -> None:
+    def _native_put_archive(self, data: bytes) -> None:
         """Extract at ``/``; the engine creates missing parents and keeps existing directories."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.put_archive(data)
         container = self._container_id()
         try:
             ok = self._call("put archive", lambda: self._api.put_archive(container, "/", data))
@@ -609,12 +563,8 @@ class DockerBackend(Backend[DockerOptions]):
         if not ok:
             raise BackendError("the engine refused the archive")
 
-    def get_archive(self, path: str) -> bytes:
-        """Fetch a tar of ``path`` through the agent, or from the engine."""
-        fast = self._fast()
-        if fast is not None:
-            with contextlib.suppress(AgentUnreachable):
-                return fast.get_archive(path)
+    def _native_get_archive(self, path: str) -> bytes:
+        """Fetch a tar of ``path`` from the engine."""
         container = self._container_id()
 
         def fetch() -> bytes:

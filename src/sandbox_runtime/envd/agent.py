@@ -26,6 +26,7 @@ error, never run twice.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -35,11 +36,13 @@ import time
 import zipfile
 from collections.abc import Callable
 from importlib import resources
-from typing import Literal, TypeVar
+from typing import BinaryIO, Literal, TypeVar
 
 import httpx
 
-from sandbox_runtime.errors import BackendError, SandboxGoneError
+from sandbox_runtime.backend import ExecRequest
+from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError
+from sandbox_runtime.results import ExecResult
 from sandbox_runtime.retry import RetryPolicy
 
 from .client import EnvdClient, EnvdError, StartRefused
@@ -49,6 +52,7 @@ __all__ = [
     "AGENT_PORT",
     "AgentLink",
     "AgentMode",
+    "AgentRouting",
     "AgentUnreachable",
     "agent_archive",
     "launch_command",
@@ -265,7 +269,9 @@ class AgentLink:
         """Run a client call; its failure as one of our errors (see the module docstring)."""
         try:
             return operation()
-        except (httpx.HTTPError, EnvdError, OSError) as exc:  # our other errors pass as they are
+        except (httpx.HTTPError, EnvdError, OSError) as exc:
+            if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
+                raise  # already one of ours (a missing file is also an OSError)
             if not self._is_alive():
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             if _nothing_sent(exc):
@@ -307,3 +313,84 @@ def _nothing_sent(exc: BaseException) -> bool:
             return False
         seen = seen.__cause__ or seen.__context__
     return refused
+
+
+class AgentRouting:
+    """A backend's primitives through its agent when it answers, else its native ones.
+
+    Mixed into a :class:`~sandbox_runtime.backend.Backend` before it: the backend keeps its
+    own ``_native_exec``, ``_native_put_archive`` and ``_native_get_archive`` and sets
+    ``_agent`` when it starts one.  A call the agent provably never received
+    (:class:`AgentUnreachable`) runs on the native path instead; any other failure stands.
+    """
+
+    _agent: AgentLink | None = None
+
+    def _fast(self) -> EnvdCommands | None:
+        agent = self._agent
+        return agent.commands() if agent is not None else None
+
+    def _native_exec(self, request: ExecRequest) -> ExecResult:
+        raise NotImplementedError
+
+    def _native_put_archive(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _native_get_archive(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.exec(request)
+        return self._native_exec(request)
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract a tar at ``/`` through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.put_archive(data)
+        self._native_put_archive(data)
+
+    def get_archive(self, path: str) -> bytes:
+        """A tar of ``path`` through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.get_archive(path)
+        return self._native_get_archive(path)
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Through the agent's ``/files``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.write_file(path, data, mode)
+        super().write_file(path, data, mode)  # type: ignore[misc]
+
+    def read_file(self, path: str) -> bytes:
+        """Through the agent's ``/files``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.read_file(path)
+        return super().read_file(path)  # type: ignore[misc,no-any-return]
+
+    def read_file_to(self, path: str, sink: BinaryIO) -> None:
+        """Streamed through the agent, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.read_file_to(path, sink)
+        super().read_file_to(path, sink)  # type: ignore[misc]
+
+    def exists(self, path: str) -> bool:
+        """The agent's ``Stat``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.exists(path)
+        return super().exists(path)  # type: ignore[misc,no-any-return]

@@ -9,13 +9,16 @@ this library's labels.
 Commands run through ``pods/exec`` (what ``kubectl exec`` uses).  That API has no working
 directory, environment or kill, so each command runs under ``env`` and the wrapper of
 ``_shell`` (cd, then eval), and a timeout kills the command's process group with a second
-exec.  Files move as tar streams through exec, as ``kubectl cp`` does.
+exec.  Files move as tar streams through exec, as ``kubectl cp`` does.  Where the pod's IP
+routes from here (in the cluster, or a local one), the in-sandbox agent
+(:mod:`sandbox_runtime.envd.agent`) serves both once it answers.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import secrets
 import time
 import uuid
 from typing import Any
@@ -31,6 +34,7 @@ from sandbox_runtime.backend import (
     SandboxInfo,
 )
 from sandbox_runtime.config import BackendOptions, SandboxConfig
+from sandbox_runtime.envd.agent import AgentLink, AgentRouting, agent_archive, launch_command
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
@@ -126,7 +130,7 @@ def _limiter(cluster: Cluster, options: KubernetesOptions) -> RateLimiter:
     return limiter_for(f"kubernetes:{cluster.server}", options.api_qps, options.api_burst)
 
 
-class KubernetesBackend(Backend[KubernetesOptions]):
+class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     """A sandbox as a Kubernetes pod; see the module docstring."""
 
     name = "kubernetes"
@@ -143,6 +147,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         self._started = False
         self._shell = "bash"
         self._close_stdin = True  # the v5 close signal; learnt from the first exec
+        self._pod_ip: str | None = None
 
     def __repr__(self) -> str:
         return f"KubernetesBackend(pod={self._pod!r})"
@@ -204,7 +209,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             "name": CONTAINER,
             "image": config.image,
             "imagePullPolicy": opts.image_pull_policy,
-            "command": ["sleep", str(lifetime)],
+            "command": ["sleep", str(lifetime)]
+            if opts.agent == "off"
+            else launch_command(lifetime),
             "workingDir": config.workdir,
             "env": [{"name": k, "value": v} for k, v in config.env.items()],
             "resources": {"requests": resources, "limits": resources} if resources else {},
@@ -262,6 +269,21 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         except BaseException:
             self._delete_quietly()
             raise
+        if self.options.agent != "off":
+            self._start_agent()
+
+    def _start_agent(self) -> None:
+        """Upload the agent's files (one exec) off the start path; the pod's loop starts it."""
+        token = secrets.token_urlsafe(24)
+        self._agent = AgentLink(
+            mode=self.options.agent,
+            token=token,
+            address=lambda: self._pod_ip,
+            is_alive=self.is_alive,
+            name=f"pod {self._pod}",
+            wait=self.options.agent_wait,
+        )
+        self._agent.start(lambda: self._native_put_archive(agent_archive(token)))
 
     def _create(self, cluster: Cluster, manifest: dict[str, Any]) -> None:
         def create() -> None:
@@ -324,6 +346,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             phase = status.get("phase", "Pending")
             states = [(s.get("state") or {}) for s in status.get("containerStatuses") or []]
             if phase == "Running" and states and all("running" in s for s in states):
+                self._pod_ip = status.get("podIP") or None
                 return
             if phase in ("Failed", "Succeeded"):
                 why = status.get("reason") or ""
@@ -380,6 +403,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def stop(self) -> None:
         """Delete the pod at once (grace period 0); deleting a deleted pod is fine."""
+        if self._agent is not None:
+            self._agent.close()
         if not self._started:
             return
         cluster = self.cluster
@@ -472,7 +497,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     return int(cause.get("message", "1"))
         raise BackendError(f"exec failed in pod {self._pod}: {status.get('message') or status}")
 
-    def exec(self, request: ExecRequest) -> ExecResult:
+    def _native_exec(self, request: ExecRequest) -> ExecResult:
         """Run a command with ``cwd``, ``env``, stdin and a group-killing timeout."""
         began = time.monotonic()
         token = _shell.new_token()
@@ -517,18 +542,18 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         request = ExecRequest(
             command=argv, cwd="/", stdin=stdin, timeout=_FILE_TIMEOUT, max_output_bytes=_UNLIMITED
         )
-        result = self.exec(request)
+        result = self._native_exec(request)
         if result.timed_out:
             raise SandboxTimeoutError(f"moving files in pod {self._pod} took over an hour")
         return result
 
-    def put_archive(self, data: bytes) -> None:
+    def _native_put_archive(self, data: bytes) -> None:
         """Extract at ``/`` with ``tar`` reading stdin, as ``kubectl cp`` does."""
         result = self._tar(("tar", "-x", "-f", "-", "-C", "/"), data)
         if result.exit_code != 0:
             raise BackendError(f"tar could not extract in pod {self._pod}: {result.stderr.strip()}")
 
-    def get_archive(self, path: str) -> bytes:
+    def _native_get_archive(self, path: str) -> bytes:
         """A tar of ``path`` from ``tar`` writing stdout, its top member the basename."""
         script = (
             'p=$1; if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit '

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 
 from sandbox_runtime.config import BackendOptions
+from sandbox_runtime.envd.agent import AgentMode
 
 from ._names import (
     dns1123_label_problem,
@@ -64,6 +65,14 @@ class KubernetesOptions(BackendOptions):
     client-go's default, which kubectl and controllers use, is 5."""
     api_burst: int | None = Field(default=None, ge=1)
     """Requests allowed at once above ``api_qps`` (default: one second's worth; client-go: 10)."""
+
+    agent: AgentMode = "auto"
+    """The in-sandbox agent (fast exec and files; see :mod:`sandbox_runtime.envd.agent`),
+    reached at the pod's IP, so only from where pod IPs route (in the cluster, or a local
+    one): ``auto`` uses it once it answers and the native exec until then or if it never
+    does; ``on`` requires it; ``off`` never starts it."""
+    agent_wait: float = Field(default=30.0, gt=0)
+    """Seconds after start to look for the agent before settling on the native exec."""
 
     @field_validator("namespace", "service_account", "runtime_class_name")
     @classmethod
