@@ -388,8 +388,6 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
 
     def stop(self) -> None:
         """Remove the container and its anonymous volumes; a second call finds nothing to do."""
-        if self._agent is not None:
-            self._agent.close()
         target = self._container
         if target is None:
             return
@@ -408,6 +406,10 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             self._call("remove container", remove)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise BackendError(f"cannot remove container {target[:12]}: {_explain(exc)}") from exc
+        finally:
+            # After the removal, so that a command running meanwhile sees its sandbox gone.
+            if self._agent is not None:
+                self._agent.close()
 
     def attach(self, sandbox_id: str) -> None:
         """Take over a running container of this library (by id or name)."""

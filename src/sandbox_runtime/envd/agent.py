@@ -244,6 +244,7 @@ class AgentLink:
             request_timeout=_REQUEST_TIMEOUT,
             # A local agent has no gateway in front of it: a refusal means it is gone.
             policy=RetryPolicy(attempts=1),
+            compress=False,
         )
         self._commands = EnvdCommands(
             self._session,

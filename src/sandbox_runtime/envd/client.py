@@ -168,12 +168,17 @@ class EnvdClient:
         request_timeout: float,
         envd_version: str = "0.5.7",
         policy: RetryPolicy | None = None,
+        compress: bool = True,
     ) -> None:
         self.sandbox_id = sandbox_id
         self.request_timeout = request_timeout
         self._octet_upload = tuple(int(p) for p in envd_version.split(".")[:3]) >= (0, 5, 7)
         self._policy = policy or RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
         headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": str(ENVD_PORT)}
+        if not compress:
+            # On a local link gzip costs far more time than the bytes it saves: envd answers
+            # a download gzip-encoded whenever the client accepts it (httpx does by default).
+            headers["Accept-Encoding"] = "identity"
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
             headers=headers,

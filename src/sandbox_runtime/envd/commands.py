@@ -19,6 +19,8 @@ sandbox still lives, is passed in.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import logging
 import random
 import threading
@@ -101,19 +103,23 @@ class EnvdCommands:
             stdin_file = f"{self._state_dir}/{token}.stdin"
             data = request.stdin
             self._translated(lambda: session.write(stdin_file, data), "upload stdin")
-        marker = f"{self._state_dir}/{token}.started"
-        argv = _shell.wrapped_argv(request.command, request.cwd, token, None, stdin_file, marker)
+        # The marker only serves a decision to send a start again; with one attempt there is
+        # none to make, and not creating it saves a process per command.
+        marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else ""
+        argv = _shell.wrapped_argv(
+            request.command, request.cwd, token, None, stdin_file, marker or None
+        )
         envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout, stderr = request.output_buffers()
         timeout = request.timeout
         timed_out = threading.Event()
         pid_box: list[int] = []
+        deadline: _Deadline | None = None
 
         def on_deadline() -> None:
             timed_out.set()
             self._kill_command(token, pid_box)
 
-        timer = threading.Timer(timeout, on_deadline) if timeout is not None else None
         server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
         end: tuple[int, str] | None = None
 
@@ -121,9 +127,10 @@ class EnvdCommands:
             nonlocal end
             for kind, value in self._start_once(argv, envs, server_timeout, marker):
                 if kind == "start":
+                    nonlocal deadline
                     pid_box.append(value)
-                    if timer is not None and len(pid_box) == 1:
-                        timer.start()
+                    if timeout is not None and deadline is None:
+                        deadline = _DEADLINES.add(time.monotonic() + timeout, on_deadline)
                 elif kind == "stdout":
                     stdout.write(value)
                 elif kind == "stderr":
@@ -139,8 +146,8 @@ class EnvdCommands:
                 raise
             end = None  # the stream ended early because we killed the command: a timeout
         finally:
-            if timer is not None:
-                timer.cancel()
+            if deadline is not None:
+                deadline.cancel()
         if timed_out.is_set():
             exit_code = TIMEOUT_EXIT_CODE
         elif end is None:
@@ -288,6 +295,68 @@ class EnvdCommands:
         if not out:
             raise BackendError("tar produced no output")
         return out
+
+
+class _Deadline:
+    """One command's timeout: its action runs once the time passes, unless cancelled."""
+
+    __slots__ = ("action", "cancelled", "when")
+
+    def __init__(self, when: float, action: Callable[[], None]) -> None:
+        self.when = when
+        self.action = action
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Never run the action (a no-op once it ran)."""
+        self.cancelled = True
+
+
+class _Deadlines:
+    """Every command's timeout on one thread, instead of a timer thread per command.
+
+    Starting a thread costs about a millisecond on a busy machine, as much as the whole
+    command through a local agent.  A deadline that passes runs its action (a kill, which
+    waits on the network) on a thread of its own, so one kill never delays another.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._order = itertools.count()
+        self._wakeup = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, when: float, action: Callable[[], None]) -> _Deadline:
+        """Run ``action`` at monotonic time ``when`` unless the returned deadline is cancelled."""
+        deadline = _Deadline(when, action)
+        with self._wakeup:
+            heapq.heappush(self._heap, (when, next(self._order), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="envd-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._wakeup.notify()
+        return deadline
+
+    def _run(self) -> None:
+        while True:
+            with self._wakeup:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._wakeup.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wakeup.wait(wait)
+                    continue
+                deadline = heapq.heappop(self._heap)[2]
+            if not deadline.cancelled:
+                threading.Thread(target=deadline.action, name="envd-timeout", daemon=True).start()
+
+
+_DEADLINES = _Deadlines()
 
 
 def _may_have_run(session: EnvdClient, token: str, marker: str) -> bool:

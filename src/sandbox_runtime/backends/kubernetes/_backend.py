@@ -403,8 +403,6 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
 
     def stop(self) -> None:
         """Delete the pod at once (grace period 0); deleting a deleted pod is fine."""
-        if self._agent is not None:
-            self._agent.close()
         if not self._started:
             return
         cluster = self.cluster
@@ -428,6 +426,10 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             if isinstance(exc, ApiException) or unreachable(exc):
                 raise _explain_refusal(exc, cluster, "delete pods") from exc
             raise
+        finally:
+            # After the deletion, so that a command running meanwhile sees its sandbox gone.
+            if self._agent is not None:
+                self._agent.close()
 
     def is_alive(self) -> bool:
         """True while the pod exists, runs, and is not being deleted."""

@@ -163,7 +163,9 @@ class ProcessManager:
         identity: dict[str, Any] = {}
         if user.switch:
             identity = {"user": user.uid, "group": user.gid, "extra_groups": user.groups()}
-        argv = ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args]
+        # envd's own shell around the command; an exec-like agent runs the command itself
+        # (its callers always name an interpreter), which saves a process per command.
+        argv = [cmd, *args] if self._exec_like else ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args]
         tty: int | None = None
         streams: dict[str, Any] = {
             "stdin": subprocess.PIPE if want_stdin else subprocess.DEVNULL,
