@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from sandbox_runtime import BackendError, SandboxConfig, SandboxRuntime
+from sandbox_runtime import (
+    BackendError,
+    SandboxConfig,
+    SandboxRuntime,
+    SandboxStartError,
+    list_sandboxes,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -47,8 +53,13 @@ def no_python_image(docker_image: str) -> Iterator[str]:
 
 
 def _config(image: str, agent: str, **options: Any) -> SandboxConfig:
+    labels = {"probe": "no-python"} if image == NO_PYTHON else {}
     return SandboxConfig(
-        backend="docker", image=image, lifetime=300, options={"agent": agent, **options}
+        backend="docker",
+        image=image,
+        lifetime=300,
+        labels=labels,
+        options={"agent": agent, **options},
     )
 
 
@@ -57,7 +68,7 @@ def _parent(sandbox: SandboxRuntime) -> str:
 
 
 def test_on_serves_every_call_through_the_agent(docker_image: str) -> None:
-    with SandboxRuntime(_config(docker_image, "on")) as sandbox:
+    with SandboxRuntime(_config(docker_image, "on")) as sandbox:  # start waits for the agent
         assert _parent(sandbox) == "sandbox-agent"
         sandbox.write_text("/tmp/x/note.txt", "fast\n")
         assert sandbox.read_text("/tmp/x/note.txt") == "fast\n"
@@ -95,11 +106,12 @@ def test_an_image_without_python3_uses_the_native_path(no_python_image: str) -> 
             assert (result.exit_code, result.stdout) == (3, "native\n")
             time.sleep(0.5)
         assert _parent(sandbox) != "sandbox-agent"
-    with (
-        SandboxRuntime(_config(no_python_image, "on", agent_wait=1.0)) as sandbox,
-        pytest.raises(BackendError, match="agent is required"),
-    ):
-        sandbox.exec("true")
+    # "on" makes the agent part of the start: without one there is no sandbox, and nothing
+    # is left behind.
+    sandbox = SandboxRuntime(_config(no_python_image, "on", agent_wait=1.0))
+    with pytest.raises(SandboxStartError, match="agent is required"):
+        sandbox.start()
+    assert not [s for s in list_sandboxes("docker") if s.labels.get("probe") == "no-python"]
 
 
 def test_a_network_without_an_address_uses_the_native_path(docker_image: str) -> None:

@@ -114,7 +114,7 @@ class DockerOptions(BackendOptions):
     agent: AgentMode = "auto"
     """The in-sandbox agent (fast exec and files): ``auto`` uses it once it answers, on an
     engine on this host's unix socket, in a network other than ``host``/``none``; ``on``
-    requires it (calls wait for it and fail without it); ``off`` never starts it."""
+    requires it (the start waits for it and fails without it); ``off`` never starts it."""
     agent_wait: float = Field(default=30.0, gt=0)
     """Seconds after start that calls keep looking for the agent (``on``: wait) before
     settling on the native path (``on``: failing)."""
@@ -261,6 +261,8 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             self._call("start container", lambda: api.start(container))
             if self._agent_wanted(api):
                 self._start_agent(container)
+                if self._agent is not None and self.options.agent == "on":
+                    self._agent.wait()  # "on": usable only through the agent
         except Exception as exc:
             self._remove_quietly()
             if isinstance(exc, (requests.exceptions.ConnectionError,)):

@@ -41,7 +41,7 @@ from typing import BinaryIO, Literal, TypeVar
 import httpx
 
 from sandbox_runtime.backend import ExecRequest
-from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError
+from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError, SandboxStartError
 from sandbox_runtime.results import ExecResult
 from sandbox_runtime.retry import RetryPolicy
 
@@ -82,10 +82,12 @@ _LAUNCH = (
 )
 
 # Runs once the files are there: the token leaves its file for the agent's environment (which
-# the agent empties of it before any command runs); without python3 nothing starts.
+# the agent empties of it before any command runs); without python3 nothing starts.  The
+# engine may still be setting agent.ready's owner and times when the loop sees it, so that
+# one stays (removing it failed the upload now and then).
 _START = f"""\
 d={STATE_DIR}
-t=$(cat "$d/agent.token"); rm -f "$d/agent.token" "$d/agent.ready"
+t=$(cat "$d/agent.token"); rm -f "$d/agent.token"
 p=$(command -v python3) && [ -n "$t" ] || exit 0
 # Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
 ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
@@ -188,6 +190,14 @@ class AgentLink:
         )
         thread.start()
 
+    def wait(self) -> None:
+        """Block until the agent answers; :class:`SandboxStartError` if it never will."""
+        self._settled.wait()
+        if self._state != "ready":
+            raise SandboxStartError(
+                f"{self._name}: the in-sandbox agent is required but {self._why}"
+            )
+
     def commands(self) -> EnvdCommands | None:
         """The agent's command and file primitives, or None: use the native path this time."""
         if self._state == "pending" and self.mode == "on":
@@ -273,12 +283,24 @@ class AgentLink:
         except (httpx.HTTPError, EnvdError, OSError) as exc:
             if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
                 raise  # already one of ours (a missing file is also an OSError)
-            if not self._is_alive():
+            if self._gone():
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             if _nothing_sent(exc):
                 self._lost(exc)
                 raise AgentUnreachable(f"{what}: the in-sandbox agent is gone ({exc})") from exc
             raise BackendError(f"{what} through the in-sandbox agent failed: {exc}") from exc
+
+    def _gone(self) -> bool:
+        """Whether the sandbox ended, looking a little while: the agent dies first when it does.
+
+        An engine still reports a container it is killing as running for a moment, so one
+        look right after the connection broke would blame the agent for the sandbox's end.
+        """
+        for delay in (0.0, 0.1, 0.2, 0.4, 0.8):
+            time.sleep(delay)
+            if not self._is_alive():
+                return True
+        return False
 
     def _lost(self, exc: BaseException) -> None:
         """From now on the native path: a command killed the agent, or it died."""

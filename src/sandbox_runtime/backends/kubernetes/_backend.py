@@ -271,6 +271,12 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             raise
         if self.options.agent != "off":
             self._start_agent()
+            if self._agent is not None and self.options.agent == "on":
+                try:
+                    self._agent.wait()  # "on": usable only through the agent
+                except BaseException:
+                    self._delete_quietly()
+                    raise
 
     def _start_agent(self) -> None:
         """Upload the agent's files (one exec) off the start path; the pod's loop starts it."""
