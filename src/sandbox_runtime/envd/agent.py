@@ -262,9 +262,22 @@ class AgentLink:
             is_alive=self._is_alive,
             name=self._name,
             start_attempts=1,
+            shell=self._find_shell(self._client),
         )
         self._state = "ready"
         logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
+
+    @staticmethod
+    def _find_shell(client: EnvdClient) -> str | None:
+        """``bash`` when the image has it, else ``/bin/sh``; None (ask per command) if unsure."""
+        probe = ["/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && echo bash || echo sh"]
+        try:
+            out = b"".join(
+                v for k, v in client.start(probe, envs={}, server_timeout=30) if k == "stdout"
+            )
+        except (httpx.HTTPError, EnvdError):
+            return None
+        return {b"bash": "bash", b"sh": "/bin/sh"}.get(out.strip())
 
     def _give_up(self, why: str) -> None:
         self._state, self._why = "absent", why

@@ -83,9 +83,12 @@ class EnvdCommands:
         name: str,
         state_dir: str = STATE_DIR,
         start_attempts: int = _START_ATTEMPTS,
+        shell: str | None = None,
     ) -> None:
         self._session = session
         self._start_attempts = start_attempts
+        # The interpreter when known (saves the /bin/sh that looks for bash on every command).
+        self._shell = shell
         self._translated = translated
         self._is_alive = is_alive
         self._name = name
@@ -107,7 +110,7 @@ class EnvdCommands:
         # none to make, and not creating it saves a process per command.
         marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else ""
         argv = _shell.wrapped_argv(
-            request.command, request.cwd, token, None, stdin_file, marker or None
+            request.command, request.cwd, token, self._shell, stdin_file, marker or None
         )
         envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout, stderr = request.output_buffers()
