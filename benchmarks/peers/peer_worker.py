@@ -3,7 +3,8 @@
 Usage (by bench_peers.py): ``<peer venv>/bin/python peer_worker.py mini|swerex IMAGE``.  It
 starts one sandbox to run the per-command operations in, then reads one JSON request per line
 (``{"op": ..., "sandboxes": n, "execs": k}``) and answers each with one ``BENCH {json}`` line
-from ``peer_ops.handle``: the peer times itself, so no pipe hop is in its figures.
+from ``peer_ops.handle``: the peer times itself, so no pipe hop is in its figures.  Its first
+line, once that sandbox is up, is ``BENCH {"version": ...}`` (the peer's release).
 
 - ``mini``: mini-swe-agent's ``DockerEnvironment`` (``docker run -d`` once, then ``docker
   exec`` through the CLI per command); commands run with ``bash -c`` as everyone's do (its
@@ -18,6 +19,7 @@ from ``peer_ops.handle``: the peer times itself, so no pipe hop is in its figure
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import logging
 import sys
@@ -107,6 +109,8 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # both peers log to the terminal by default
     start = starter(kind, image)
     box = start()
+    distribution = {"mini": "mini-swe-agent", "swerex": "swe-rex"}[kind]
+    print("BENCH " + json.dumps({"version": importlib.metadata.version(distribution)}), flush=True)
     try:
         for line in sys.stdin:
             request = json.loads(line)
