@@ -13,6 +13,8 @@ Systems (``--only`` takes these names and the operations' names, comma-separated
   ``DockerOptions`` has the ``agent`` option, else it is reported as n/a.
 - ``mini``: mini-swe-agent's ``DockerEnvironment`` (the ``docker`` CLI per command).
 - ``swerex``: SWE-ReX's ``DockerDeployment`` and its runtime's ``execute`` / files API.
+- ``swerex-session``: the same, commands run in one bash session (``run_in_session``, with
+  ``PAGER=cat``), as SWE-agent uses SWE-ReX.
 
 The peers run in their own virtualenvs as workers (``benchmarks/peers/peer_worker.py``) that
 time themselves; every system runs the same code from ``benchmarks/peers/peer_ops.py``.
@@ -75,7 +77,7 @@ OPS = {
 }
 # Samples per system per round: the cheap operations get a few, so medians settle sooner.
 REPEATS = {"start": 1, "exec": 5, "output": 3, "file": 3, "rollout": 1, "fanout": 1}
-SYSTEMS = ["raw", "floor", "native", "fast", "mini", "swerex"]
+SYSTEMS = ["raw", "floor", "native", "fast", "mini", "swerex", "swerex-session"]
 LABELS = {
     "raw": "raw docker-py",
     "floor": "persistent in-container agent (floor)",
@@ -83,9 +85,11 @@ LABELS = {
     "fast": "sandbox-runtime fast path",
     "mini": "mini-swe-agent",
     "swerex": "SWE-ReX execute",
+    "swerex-session": "SWE-ReX session",
 }
 # Chart colours: baselines grey, this library blue, peers orange.
 COLORS = {"raw": "#888888", "floor": "#888888", "mini": "#d9822b", "swerex": "#d9822b"}
+COLORS["swerex-session"] = COLORS["swerex"]
 
 
 # --- the systems that run in this process ------------------------------------------------
@@ -421,7 +425,7 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
         return Worker(LABELS["mini"], args.mini_python, "mini", args.image, log)
     if not args.swerex_python:
         return "no --swerex-python given"
-    return Worker(LABELS["swerex"], args.swerex_python, "swerex", args.swerex_image, log)
+    return Worker(LABELS[name], args.swerex_python, name, args.swerex_image, log)
 
 
 def parse_only(only: str | None) -> tuple[list[str], list[str]]:

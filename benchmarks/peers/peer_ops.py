@@ -98,8 +98,9 @@ def time_roundtrip(box: Box) -> float:
     return seconds
 
 
-# A small project with a bug for the rollout: a module, its tests and a config file.
-ROLLOUT_SETUP = f"""set -e
+# A small project with a bug for the rollout: a module, its tests and a config file.  In a
+# subshell, so that `set -e` does not stay on in a peer's persistent shell session.
+ROLLOUT_SETUP = f"""(set -e
 rm -rf {REPO} && mkdir -p {REPO}/pkg && cd {REPO}
 cat > pkg/__init__.py <<'PY'
 PY
@@ -134,7 +135,7 @@ printf 'VALUE_%d = 0\\n' 0 1 2 3 4 5 > config.py
 printf '# bench repo\\n\\nA project for the rollout benchmark.\\n' > README.md
 git init -q && git add -A
 git -c user.name=bench -c user.email=bench@example.invalid commit -qm initial
-"""
+)"""
 
 
 def rollout_commands() -> list[str]:

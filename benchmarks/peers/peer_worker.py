@@ -1,6 +1,7 @@
 """A peer library's side of bench_peers.py, run in that peer's own virtualenv.
 
-Usage (by bench_peers.py): ``<peer venv>/bin/python peer_worker.py mini|swerex IMAGE``.  It
+Usage (by bench_peers.py): ``<peer venv>/bin/python peer_worker.py KIND IMAGE``, where KIND
+is ``mini``, ``swerex`` or ``swerex-session``.  It
 starts one sandbox to run the per-command operations in, then reads one JSON request per line
 (``{"op": ..., "sandboxes": n, "execs": k}``) and answers each with one ``BENCH {json}`` line
 from ``peer_ops.handle``: the peer times itself, so no pipe hop is in its figures.  Its first
@@ -14,6 +15,8 @@ line, once that sandbox is up, is ``BENCH {"version": ...}`` (the peer's release
   then HTTP to the published port) and the runtime's ``execute`` (a subprocess per command,
   independent of a shell session), ``write_file`` and ``read_file`` (text).  Each sandbox owns
   an event loop, so the fan-out's threads drive their deployments as independent callers do.
+- ``swerex-session``: the same deployment, commands run in one bash session instead
+  (``run_in_session``), the way SWE-agent uses SWE-ReX; see ``SwerexSessionBox``.
 """
 
 from __future__ import annotations
@@ -94,8 +97,42 @@ class SwerexBox:
             self._loop.close()
 
 
+class SwerexSessionBox(SwerexBox):
+    """SWE-ReX as SWE-agent drives it: one bash session (a pty) that every command runs in.
+
+    The session is part of the start.  Its shell is interactive on a terminal, so ``git diff``
+    and the like would wait in a pager: ``PAGER=cat`` is exported first, as SWE-agent does.
+    Output comes back through the terminal, stderr mixed in.
+    """
+
+    def __init__(self, image: str) -> None:
+        from swerex.runtime.abstract import CreateBashSessionRequest
+
+        super().__init__(image)
+        self._cwd: str | None = None
+        self._call(self._deployment.runtime.create_session(CreateBashSessionRequest()))
+        self._in_session("export PAGER=cat GIT_PAGER=cat")
+
+    def _in_session(self, command: str) -> tuple[int, bytes]:
+        from swerex.runtime.abstract import BashAction
+
+        action = BashAction(command=command, check="silent", timeout=120)
+        observation = self._call(self._deployment.runtime.run_in_session(action))
+        return int(observation.exit_code), str(observation.output).encode()
+
+    def run(self, command: str, cwd: str | None = None) -> tuple[int, bytes]:
+        if cwd is not None and cwd != self._cwd:  # the session keeps its directory, as an agent's
+            self._in_session(f"cd {cwd}")
+            self._cwd = cwd
+        return self._in_session(command)
+
+
 def starter(kind: str, image: str) -> Starter:
-    boxes: dict[str, type[MiniBox] | type[SwerexBox]] = {"mini": MiniBox, "swerex": SwerexBox}
+    boxes: dict[str, type[MiniBox] | type[SwerexBox]] = {
+        "mini": MiniBox,
+        "swerex": SwerexBox,
+        "swerex-session": SwerexSessionBox,
+    }
     box_type = boxes[kind]
 
     def start() -> Box:
@@ -109,7 +146,7 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # both peers log to the terminal by default
     start = starter(kind, image)
     box = start()
-    distribution = {"mini": "mini-swe-agent", "swerex": "swe-rex"}[kind]
+    distribution = "mini-swe-agent" if kind == "mini" else "swe-rex"
     print("BENCH " + json.dumps({"version": importlib.metadata.version(distribution)}), flush=True)
     try:
         for line in sys.stdin:
