@@ -41,6 +41,7 @@ import io
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -402,7 +403,9 @@ def settle(client: Any, baseline: int, limit: float = 60.0) -> None:
 def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -> System | str:
     """Start one system, or say why it cannot run here."""
     native, fast = agent_options()
-    base = SandboxConfig(backend="docker", image=args.image, lifetime=3600, workdir="/")
+    base = SandboxConfig(
+        backend="docker", image=args.image, lifetime=3600, workdir="/", labels=LABEL
+    )
     if name == "raw":
         return InProcess(LABELS["raw"], lambda: RawBox(client, args.image))
     if name == "floor":
@@ -467,10 +470,15 @@ def main() -> None:
     parser.add_argument("--swerex-python", help="interpreter of a venv with swe-rex + aiohttp")
     parser.add_argument("--sandboxes", type=int, default=64, help="fan-out width")
     parser.add_argument("--execs", type=int, default=20, help="execs per fan-out sandbox")
+    parser.add_argument(
+        "--fanout-rounds", type=int, help="run the fan-out in only the first N rounds (slowest)"
+    )
     parser.add_argument("--json", help="write samples and summary here")
     parser.add_argument("--chart", help="write a PNG chart here (needs matplotlib)")
     args = parser.parse_args()
     ops, wanted = parse_only(args.only)
+    # A stopped run still closes its sandboxes (finally blocks run on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     client = docker.from_env(max_pool_size=max(64, args.sandboxes))
     log_path = Path(tempfile.gettempdir()) / f"bench-peers-{os.getpid()}.log"
@@ -523,6 +531,8 @@ def run(
         for round_index in range(args.rounds):
             began = time.monotonic()
             for op in ops:
+                if op == "fanout" and round_index >= (args.fanout_rounds or args.rounds):
+                    continue
                 for _ in range(REPEATS[op]):
                     for name in rotated(list(systems), round_index):
                         before = len(client.api.containers()) if op == "fanout" else 0
