@@ -26,10 +26,10 @@ operation for every system, in an order rotated round by round, so load drifts h
 
 Setup and usage::
 
-    benchmarks/peers/setup.sh /work/peers        # peer venvs + the SWE-ReX image
-    python benchmarks/bench_peers.py --mini-python /work/peers/mini/bin/python \\
-        --swerex-python /work/peers/swerex/bin/python --rounds 5 \\
-        --json peers.json --chart docs/performance-peers.png
+    benchmarks/peers/setup.sh    # peer venvs in ~/.cache/sandbox-runtime/peers, SWE-ReX's image
+    python benchmarks/bench_peers.py --rounds 5 --json peers.json --chart peers.png
+
+(``--peers-dir DIR`` or ``--mini-python`` / ``--swerex-python`` point elsewhere.)
 
 ``--chart`` needs matplotlib (``pip install 'sandbox-runtime[bench]'``).
 """
@@ -423,12 +423,20 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
         config = base.model_copy(update={"backend_options": fast})
         return InProcess(LABELS["fast"], lambda: LibraryBox(config))
     if name == "mini":
-        if not args.mini_python:
-            return "no --mini-python given"
-        return Worker(LABELS["mini"], args.mini_python, "mini", args.image, log)
-    if not args.swerex_python:
-        return "no --swerex-python given"
-    return Worker(LABELS[name], args.swerex_python, name, args.swerex_image, log)
+        python = args.mini_python or peer_python(args.peers_dir, "mini")
+        if python is None:
+            return "no --mini-python and none in --peers-dir"
+        return Worker(LABELS["mini"], python, "mini", args.image, log)
+    python = args.swerex_python or peer_python(args.peers_dir, "swerex")
+    if python is None:
+        return "no --swerex-python and none in --peers-dir"
+    return Worker(LABELS[name], python, name, args.swerex_image, log)
+
+
+def peer_python(peers_dir: str, venv: str) -> str | None:
+    """The interpreter benchmarks/peers/setup.sh made for a peer, if it is there."""
+    python = Path(peers_dir).expanduser() / venv / "bin" / "python"
+    return str(python) if python.exists() else None
 
 
 def parse_only(only: str | None) -> tuple[list[str], list[str]]:
@@ -466,8 +474,13 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated operations and/or systems")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--swerex-image", default=DEFAULT_SWEREX_IMAGE)
-    parser.add_argument("--mini-python", help="interpreter of a venv with mini-swe-agent")
-    parser.add_argument("--swerex-python", help="interpreter of a venv with swe-rex + aiohttp")
+    parser.add_argument(
+        "--peers-dir",
+        default=os.environ.get("SANDBOX_RUNTIME_PEERS", "~/.cache/sandbox-runtime/peers"),
+        help="where benchmarks/peers/setup.sh made the peers' venvs (mini/, swerex/)",
+    )
+    parser.add_argument("--mini-python", help="interpreter with mini-swe-agent (else --peers-dir)")
+    parser.add_argument("--swerex-python", help="interpreter with swe-rex (else --peers-dir)")
     parser.add_argument("--sandboxes", type=int, default=64, help="fan-out width")
     parser.add_argument("--execs", type=int, default=20, help="execs per fan-out sandbox")
     parser.add_argument(
