@@ -91,6 +91,7 @@ LABELS = {
 # Chart colours: baselines grey, this library blue, peers orange.
 COLORS = {"raw": "#888888", "floor": "#888888", "mini": "#d9822b", "swerex": "#d9822b"}
 COLORS["swerex-session"] = COLORS["swerex"]
+SHORT = {"floor": "floor (in-container server)", "fast": "sandbox-runtime fast"}
 
 
 # --- the systems that run in this process ------------------------------------------------
@@ -348,7 +349,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def chart(results: dict[str, Any], path: str) -> None:
-    """One panel per operation: each system's median as a bar, its p90 as a whisker."""
+    """One panel per operation, each system's median as a bar (p90s are in the table)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -359,22 +360,22 @@ def chart(results: dict[str, Any], path: str) -> None:
     ops = list(results["samples"])
     columns = 2
     rows = (len(ops) + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(13, 3.2 * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(14, 3.4 * rows), squeeze=False, layout="constrained"
+    )
     for index, op in enumerate(ops):
         axis = axes[index // columns][index % columns]
         scale, unit = (1.0, "s") if op in ("rollout", "fanout") else (1e3, "ms")
         rows_here = [table[op].get(name) for name in names]
         medians = [row.median * scale if row else 0.0 for row in rows_here]
-        whiskers = [(row.p90 - row.median) * scale if row else 0.0 for row in rows_here]
         axis.barh(
-            [results["systems"][name] for name in names],
+            [SHORT.get(name, results["systems"][name]) for name in names],
             medians,
-            xerr=[[0.0] * len(names), whiskers],
             color=[COLORS.get(name, "#3b75af") for name in names],
         )
         axis.invert_yaxis()
         axis.set_title(results["ops"][op], fontsize=10)
-        axis.set_xlabel(f"median {unit} (whisker: p90)", fontsize=8)
+        axis.set_xlabel(f"median, {unit}", fontsize=8)
         axis.tick_params(labelsize=8)
         for position, row in enumerate(rows_here):
             text = " n/a"
@@ -382,13 +383,11 @@ def chart(results: dict[str, Any], path: str) -> None:
                 text = f" {fmt(row.median)}"
                 if row.vs_raw is not None and names[position] != "raw":
                     text += f"  {row.vs_raw:.2f}x raw"
-            tip = medians[position] + whiskers[position]
-            axis.text(tip, position, text, va="center", fontsize=7)
-        axis.set_xlim(0, max([*medians, 1e-9]) * 1.6)
+            axis.text(medians[position], position, text, va="center", fontsize=7)
+        axis.set_xlim(0, max([*medians, 1e-9]) * 1.5)
     for index in range(len(ops), rows * columns):
         axes[index // columns][index % columns].axis("off")
-    figure.suptitle(f"{results['title']} (lower is better)", fontsize=11)
-    figure.tight_layout()
+    figure.suptitle(f"{results['title']}: medians, lower is better", fontsize=11)
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
@@ -459,16 +458,15 @@ def record(results: dict[str, Any], op: str, name: str, answer: dict[str, Any]) 
     elif "error" in answer:
         results["errors"].setdefault(op, {}).setdefault(name, []).append(answer["error"])
         print(f"  {op} on {name} failed: {answer['error']}", flush=True)
+    elif "codes" in answer and answer["codes"] != results.setdefault("codes", answer["codes"]):
+        # Every system must see the same exit codes, or it did not run the same rollout.
+        results["errors"].setdefault(op, {}).setdefault(name, []).append(
+            f"rollout exit codes {answer['codes']} differ from {results['codes']}"
+        )
     else:
         results["samples"][op][name].append(answer["seconds"])
         if "errors" in answer:
             results["fanout_errors"].setdefault(name, []).append(answer["errors"])
-        if "codes" in answer:  # every system must see the same exit codes
-            expected = results.setdefault("rollout_codes", answer["codes"])
-            if answer["codes"] != expected:
-                results["errors"].setdefault(op, {}).setdefault(name, []).append(
-                    f"rollout exit codes {answer['codes']} differ from {expected}"
-                )
 
 
 def main() -> None:

@@ -121,9 +121,11 @@ class SwerexSessionBox(SwerexBox):
         return int(observation.exit_code), str(observation.output).encode()
 
     def run(self, command: str, cwd: str | None = None) -> tuple[int, bytes]:
-        if cwd is not None and cwd != self._cwd:  # the session keeps its directory, as an agent's
+        # The session keeps its directory, as an agent's does; a command without one (the
+        # rollout's setup, which recreates the repository) makes the next one cd again.
+        if cwd is not None and cwd != self._cwd:
             self._in_session(f"cd {cwd}")
-            self._cwd = cwd
+        self._cwd = cwd
         return self._in_session(command)
 
 
