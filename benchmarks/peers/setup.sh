@@ -10,9 +10,8 @@
 # Then builds the SWE-ReX image (benchmarks/peers/build-swerex-image.sh).  Idempotent: an
 # existing venv is upgraded in place to the requested versions.
 # Usage: benchmarks/peers/setup.sh [dir]   (dir defaults to $SANDBOX_RUNTIME_PEERS or
-# ~/.cache/sandbox-runtime/peers); then
-#   python benchmarks/bench_peers.py --mini-python <dir>/mini/bin/python \
-#       --swerex-python <dir>/swerex/bin/python
+# ~/.cache/sandbox-runtime/peers, where bench_peers.py looks too); then
+#   python benchmarks/bench_peers.py [--peers-dir dir]
 set -euo pipefail
 
 dir="${1:-${SANDBOX_RUNTIME_PEERS:-$HOME/.cache/sandbox-runtime/peers}}"
