@@ -453,6 +453,7 @@ def parse_only(only: str | None) -> tuple[list[str], list[str]]:
 
 
 def record(results: dict[str, Any], op: str, name: str, answer: dict[str, Any]) -> None:
+    """File one answer: a sample, an n/a note, or an error (failed or not the same work)."""
     if "unsupported" in answer:
         results["notes"].setdefault(op, {})[name] = answer["unsupported"]
     elif "error" in answer:
