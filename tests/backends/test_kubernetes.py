@@ -110,7 +110,10 @@ def test_labels_annotations_and_spec(k8s_emulator: Any, core: Any, docker_image:
         assert spec["activeDeadlineSeconds"] == 300
         assert spec["automountServiceAccountToken"] is False
         container = spec["containers"][0]
-        assert container["command"] == ["sleep", "300"]
+        # The sleep that ends the pod, after the agent's starter (agent "auto").
+        assert container["command"][0] == "/bin/sh"
+        assert container["command"][-1] == "300"
+        assert 'exec sleep "$1"' in container["command"][2]
         assert container["resources"]["limits"] == {"cpu": "500m", "memory": str(128 * 1024**2)}
         assert container["resources"]["requests"] == container["resources"]["limits"]
         assert pod["status"]["qosClass"] == "Guaranteed"
