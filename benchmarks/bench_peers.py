@@ -8,8 +8,8 @@ Systems (``--only`` takes these names and the operations' names, comma-separated
   (``benchmarks/peers/floor_server.py``, started with ``docker exec -d``, reached over the
   container's IP with TCP_NODELAY): one TCP round trip and one bash per command.
 - ``native``: this library's docker backend with one ``docker exec`` per command
-  (``backend_options={"agent": "off"}`` where the backend has that option).
-- ``fast``: this library's in-sandbox agent path (``{"agent": "auto"}``); runs only when
+  (``options={"agent": "off"}``).
+- ``fast``: this library's in-sandbox agent path (``options={"agent": "auto"}``); runs only when
   ``DockerOptions`` has the ``agent`` option, else it is reported as n/a.
 - ``mini``: mini-swe-agent's ``DockerEnvironment`` (the ``docker`` CLI per command).
 - ``swerex``: SWE-ReX's ``DockerDeployment`` and its runtime's ``execute`` / files API.
@@ -417,12 +417,12 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
             lambda: FloorBox(client, args.image, source, FLOOR_PORT),
         )
     if name == "native":
-        config = base.model_copy(update={"backend_options": native})
+        config = base.model_copy(update={"options": native})
         return InProcess(LABELS["native"], lambda: LibraryBox(config))
     if name == "fast":
         if fast is None:
             return "this checkout has no fast path"
-        config = base.model_copy(update={"backend_options": fast})
+        config = base.model_copy(update={"options": fast})
         return InProcess(LABELS["fast"], lambda: LibraryBox(config))
     if name == "mini":
         python = args.mini_python or peer_python(args.peers_dir, "mini")
