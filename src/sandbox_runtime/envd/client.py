@@ -462,6 +462,10 @@ def _events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
             message = json.loads(bytes(buffer[5 : 5 + length]) or b"{}")
             del buffer[: 5 + length]
             if flags & _FLAG_END_STREAM:
+                # Read the body's own end too: a response read to its end hands its
+                # connection back to the pool; one closed early costs a new connection.
+                for _ in chunks:
+                    pass
                 error = message.get("error") if isinstance(message, dict) else None
                 if error:
                     raise EnvdError(
