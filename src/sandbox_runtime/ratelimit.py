@@ -44,6 +44,7 @@ class RateLimiter:
         self._stamp = time.monotonic()
         self._paused_until = 0.0
         self._pauses = 0
+        self._successes = 0
         self.configure(rate, burst)
 
     @property
@@ -82,15 +83,32 @@ class RateLimiter:
             time.sleep(wait)
         return wait
 
-    def pause(self, seconds: float) -> None:
-        """Let no call through for ``seconds`` from now (a longer pause already set stays)."""
+    def pause(self, seconds: float, since: float | None = None) -> None:
+        """Let no call through for ``seconds`` from ``since`` (a ``time.monotonic()``; default
+        now); a longer pause already set stays.
+
+        A refusal's pause counts from when the refused call was sent: the calls of one burst,
+        refused together, then ask for the same pause, instead of each pushing it later by
+        the time its answer took to come back.
+        """
         seconds = min(max(0.0, seconds), MAX_PAUSE)
         with self._lock:
-            until = time.monotonic() + seconds
+            until = (time.monotonic() if since is None else since) + seconds
             self._pauses += 1
             if until > self._paused_until:
                 self._paused_until = until
                 logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)
+
+    def succeeded(self) -> None:
+        """Count a call the control plane accepted (how a refused caller tells a shared quota,
+        which others get through, from a limit that does not clear)."""
+        with self._lock:
+            self._successes += 1
+
+    @property
+    def successes(self) -> int:
+        """How many calls through this limiter the control plane accepted."""
+        return self._successes
 
     @property
     def pauses(self) -> int:
