@@ -212,7 +212,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     run: Callable[[argparse.Namespace, Path], dict[str, Any]]
     run = bench_ags if args.backend == "ags" else bench_kubernetes
-    print(f"{args.backend}: {args.count} sandboxes, {args.concurrency} at once (cpus {os.cpu_count()})")
+    cpus = os.cpu_count()
+    print(f"{args.backend}: {args.count} sandboxes, {args.concurrency} at once (cpus {cpus})")
     result = run(args, work / "emulator.log")
     lifetimes = result["lifetimes"]
     print(f"limit: {result['limit']}")

@@ -84,8 +84,9 @@ class RateLimiter:
         return wait
 
     def pause(self, seconds: float, since: float | None = None) -> None:
-        """Let no call through for ``seconds`` from ``since`` (a ``time.monotonic()``; default
-        now); a longer pause already set stays.
+        """Let no call through for ``seconds`` from ``since`` (default: now).
+
+        ``since`` is a ``time.monotonic()``; a longer pause already set stays.
 
         A refusal's pause counts from when the refused call was sent: the calls of one burst,
         refused together, then ask for the same pause, instead of each pushing it later by
@@ -100,8 +101,11 @@ class RateLimiter:
                 logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)
 
     def succeeded(self) -> None:
-        """Count a call the control plane accepted (how a refused caller tells a shared quota,
-        which others get through, from a limit that does not clear)."""
+        """Count a call the control plane accepted.
+
+        How a refused caller tells a shared quota, which others get through, from a limit
+        that does not clear.
+        """
         with self._lock:
             self._successes += 1
 

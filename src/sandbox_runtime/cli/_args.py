@@ -158,9 +158,7 @@ def add_fault_arguments(
     )
 
 
-def add_limit_arguments(
-    parser: argparse.ArgumentParser, operations: str, realistic: str
-) -> None:
+def add_limit_arguments(parser: argparse.ArgumentParser, operations: str, realistic: str) -> None:
     """An emulator's ``--rate-limit OP=QPS[:BURST]`` / ``realistic`` and ``--latency OP=SECONDS``.
 
     Both repeatable; parsed by ``sandbox_runtime.emulators._ratelimit`` (standard library

@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
 
-from ._cloudapi import CloudApi
-from ._e2b import E2bApi
 from sandbox_runtime.emulators._ratelimit import ServerLimits
 
+from ._cloudapi import CloudApi
+from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
 from ._gateway import Gateway, GatewayAnswer, StreamCut, instance_id_of
 from ._limits import cloud_caller, cloud_refusal, e2b_refusal
