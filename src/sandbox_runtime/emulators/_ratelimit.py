@@ -96,6 +96,7 @@ class ServerLimits:
         self.window = window
         # Bucket mode: (tokens, stamp); window mode: (count, window index).
         self._state: dict[tuple[str, str], tuple[float, float]] = {}
+        #: Requests of operations with a quota admitted and refused (for reports and tests).
         self.admitted = 0
         self.refused = 0
 

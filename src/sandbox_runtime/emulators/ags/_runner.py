@@ -220,7 +220,10 @@ class InstanceRunner:
         assert runtime is not None
         try:
             result = runtime.exec(self._envd_command(), timeout=None, cwd="/")
-            self._envd_exit = f"envd exited with code {result.exit_code}"
+            said = (result.stderr or "").strip()[-500:]
+            self._envd_exit = f"envd exited with code {result.exit_code}" + (
+                f" ({said})" if said else ""
+            )
         except SandboxError as exc:
             self._envd_exit = f"envd ended: {exc}"
         if not self._stopped.is_set():

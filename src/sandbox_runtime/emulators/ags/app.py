@@ -68,7 +68,7 @@ class EmulatorApp:
     ) -> None:
         self.service = service
         #: The service's own quotas and latencies (off unless configured), see ``_limits``.
-        self.limits = limits or ServerLimits(window=True)
+        self.limits = limits if limits is not None else ServerLimits(window=True)
         self.faults: FaultBook = service.faults
         self.cloud = cloud
         self.tcr = tcr

@@ -163,7 +163,7 @@ class EmulatorServer(ThreadingHTTPServer):
         self.protocols = protocols
         self.faults = faults or FaultDraws()
         #: Per-client quotas by verb (``*``: all), and latencies by verb: see ``_ratelimit``.
-        self.limits = limits or ServerLimits()
+        self.limits = limits if limits is not None else ServerLimits()
         self.ssl_context = ssl_context
 
     def get_request(self) -> tuple[socket.socket, Any]:
