@@ -45,6 +45,7 @@ class RateLimiter:
         self._paused_until = 0.0
         self._pauses = 0
         self._successes = 0
+        self._in_flight = 0
         self.configure(rate, burst)
 
     @property
@@ -100,19 +101,31 @@ class RateLimiter:
                 self._paused_until = until
                 logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)
 
-    def succeeded(self) -> None:
-        """Count a call the control plane accepted.
+    def sent(self) -> None:
+        """Count a call on its way to the control plane (until :meth:`answered`)."""
+        with self._lock:
+            self._in_flight += 1
 
-        How a refused caller tells a shared quota, which others get through, from a limit
-        that does not clear.
+    def answered(self, accepted: bool) -> None:
+        """Count a call's answer: ``accepted`` when the control plane did not refuse it.
+
+        How a refused caller tells a shared quota, which others get through or are being
+        served, from a limit that does not clear.
         """
         with self._lock:
-            self._successes += 1
+            self._in_flight -= 1
+            if accepted:
+                self._successes += 1
 
     @property
     def successes(self) -> int:
         """How many calls through this limiter the control plane accepted."""
         return self._successes
+
+    @property
+    def in_flight(self) -> int:
+        """How many calls through this limiter are waiting for their answer."""
+        return self._in_flight
 
     @property
     def pauses(self) -> int:

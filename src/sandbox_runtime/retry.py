@@ -108,10 +108,11 @@ def call_with_retries(
     began = time.monotonic()
 
     # A refusal that says when to come back (a rate limit) while other calls to the same
-    # control plane get through is the quota being shared, not a failure: under a quota, each
-    # of a burst of callers is refused several times before its turn.  Such refusals are
-    # bounded by the policy's time only; a refusal while nothing gets through (a limit that
-    # does not clear) counts as a failed attempt, as any other error does.
+    # control plane get through, or are being served, is the quota being shared, not a
+    # failure: under a quota, each of a burst of callers is refused several times before its
+    # turn.  Such refusals are bounded by the policy's time only; a refusal while nothing
+    # else gets through (a limit that does not clear) counts as a failed attempt, as any
+    # other error does.
     shared_refusals: set[int] = set()
     seen = [limiter.successes if limiter is not None else 0]
     sent = [time.monotonic()]  # when the latest attempt left
@@ -125,7 +126,7 @@ def call_with_retries(
             and limiter is not None
             and retry_after is not None
             and retry_after(error) is not None
-            and limiter.successes > seen[0]
+            and (limiter.successes > seen[0] or limiter.in_flight > 0)
         ):
             shared_refusals.add(state.attempt_number)
         return state.attempt_number - len(shared_refusals)
@@ -175,8 +176,13 @@ def call_with_retries(
     def limited() -> T:
         limiter.acquire()
         seen[0], sent[0] = limiter.successes, time.monotonic()
-        result = operation()
-        limiter.succeeded()
+        limiter.sent()
+        accepted = False
+        try:
+            result = operation()
+            accepted = True
+        finally:
+            limiter.answered(accepted)
         return result
 
     return retrying(limited)

@@ -3,6 +3,8 @@ and the emulator's own quotas refuse exactly as the Cloud API does, which the ba
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -171,3 +173,34 @@ def test_a_burst_under_a_start_quota_all_succeed_at_about_the_quota(
     # Fixed one-second windows: 20 starts need at least 4 windows (3 s between the first
     # and the last); generously within 2x of the bound on a loaded machine.
     assert bound - 1.5 <= elapsed <= 2 * bound + 4, elapsed
+
+
+@pytest.mark.parametrize(
+    ("flag", "spec", "fragment"),
+    [
+        ("--rate-limit", "StartSandboxInstance", "OP=QPS[:BURST]"),
+        ("--rate-limit", "StartSandboxInstance=0", "positive"),
+        ("--latency", "StartSandboxInstance=soon", "OP=SECONDS"),
+    ],
+)
+def test_the_emulator_refuses_a_bad_limit_flag(flag: str, spec: str, fragment: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox_runtime.cli", "ags", "emulator", flag, spec],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert fragment in done.stderr
+
+
+def test_realistic_is_the_documented_table_and_later_flags_override_it() -> None:
+    from sandbox_runtime.cli.ags import _quotas
+    from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
+
+    quotas = _quotas(["realistic", ("StartSandboxInstance", Quota(5))])
+    assert quotas["StartSandboxInstance"] == Quota(5)
+    assert quotas["StopSandboxInstance"] == REALISTIC_QUOTAS["AcquireSandboxInstanceToken"]
+    assert REALISTIC_QUOTAS["StartSandboxInstance"] == Quota(100)
+    assert REALISTIC_QUOTAS["DescribeSandboxInstanceList"] == Quota(20)

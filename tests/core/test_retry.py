@@ -69,7 +69,8 @@ def test_refusals_while_others_get_through_do_not_use_up_attempts() -> None:
     def crowded() -> str:
         calls.append(1)
         if len(calls) <= 6:  # more refusals than FAST's 4 attempts
-            limiter.succeeded()  # another caller got the slot meanwhile
+            limiter.sent()  # another caller got the slot meanwhile
+            limiter.answered(accepted=True)
             raise _Refused
         return "ok"
 
@@ -84,6 +85,32 @@ def test_refusals_while_others_get_through_do_not_use_up_attempts() -> None:
     assert result == "ok"
     assert len(calls) == 7
     assert limiter.pauses == 6
+
+
+def test_refusals_while_another_call_is_being_served_do_not_use_up_attempts() -> None:
+    """The winners of a window are still being served when the refusals come back."""
+    from sandbox_runtime.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    limiter.sent()  # another caller's call, admitted and not answered yet
+    calls: list[int] = []
+
+    def crowded() -> str:
+        calls.append(1)
+        if len(calls) <= 6:
+            raise _Refused
+        return "ok"
+
+    result = call_with_retries(
+        crowded,
+        lambda e: isinstance(e, _Refused),
+        description="op",
+        policy=FAST,
+        retry_after=lambda e: 0.01,
+        limiter=limiter,
+    )
+    assert result == "ok"
+    assert (len(calls), limiter.in_flight, limiter.successes) == (7, 1, 1)
 
 
 def test_refusals_while_nothing_gets_through_end_after_the_attempts() -> None:
