@@ -31,6 +31,10 @@ logger = logging.getLogger("sandbox_runtime.ratelimit")
 #: Longest pause a server may impose through one answer: a ``Retry-After`` of an hour is a
 #: misconfigured proxy, not a reason to stop every thread for an hour.
 MAX_PAUSE = 300.0
+#: When a pause ends, calls refused fewer than :data:`SENIORITY` times wait this much longer
+#: per refusal they lack (see :meth:`RateLimiter.acquire`).
+PAUSE_STAGGER = 0.04
+SENIORITY = 5
 
 
 class RateLimiter:
@@ -64,11 +68,17 @@ class RateLimiter:
             self._burst = float(burst if burst is not None else max(1, round(rate or 1)))
             self._tokens = min(self._tokens, self._burst)
 
-    def acquire(self) -> float:
+    def acquire(self, refused: int = 0) -> float:
         """Wait for this call's turn; returns the seconds waited.
 
         Each caller reserves its token under the lock (the bucket may go negative: a queue of
         reservations), then sleeps outside it, so callers pass in the order they came.
+
+        A pause ends in order of seniority: a call already ``refused`` that many times goes
+        first, newcomers last (:data:`PAUSE_STAGGER` apart, from :data:`SENIORITY` refusals
+        on at once).  A service that admits "the first N requests of each second" then
+        serves those that waited longest, so a burst of callers does not turn into a lottery
+        that an unlucky call keeps losing.
         """
         with self._lock:
             now = time.monotonic()
@@ -79,7 +89,9 @@ class RateLimiter:
                 self._tokens -= 1.0
                 if self._tokens < 0:
                     wait = -self._tokens / self._rate
-            wait = max(wait, self._paused_until - now)
+            if self._paused_until > now:
+                stagger = PAUSE_STAGGER * max(0, SENIORITY - refused)
+                wait = max(wait, self._paused_until - now + stagger)
         if wait > 0:
             time.sleep(wait)
         return wait

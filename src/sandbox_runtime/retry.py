@@ -174,7 +174,7 @@ def call_with_retries(
         return retrying(operation)
 
     def limited() -> T:
-        limiter.acquire()
+        limiter.acquire(refused=len(shared_refusals))
         seen[0], sent[0] = limiter.successes, time.monotonic()
         limiter.sent()
         accepted = False

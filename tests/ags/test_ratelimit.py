@@ -51,8 +51,8 @@ def test_api_qps_spaces_control_plane_calls(
     sent: list[float] = []
     real_acquire = RateLimiter.acquire
 
-    def acquire(self: RateLimiter) -> float:
-        waited = real_acquire(self)
+    def acquire(self: RateLimiter, refused: int = 0) -> float:
+        waited = real_acquire(self, refused)
         if self is limiter:
             sent.append(time.monotonic())
         return waited
