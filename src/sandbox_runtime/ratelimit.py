@@ -47,6 +47,7 @@ class RateLimiter:
         self._tokens = float("inf")  # a new limiter starts with a full bucket (configure)
         self._stamp = time.monotonic()
         self._paused_until = 0.0
+        self._pause_since = 0.0
         self._pauses = 0
         self._successes = 0
         self._in_flight = 0
@@ -101,14 +102,23 @@ class RateLimiter:
 
         ``since`` is a ``time.monotonic()``; a longer pause already set stays.
 
-        A refusal's pause counts from when the refused call was sent: the calls of one burst,
-        refused together, then ask for the same pause, instead of each pushing it later by
-        the time its answer took to come back.
+        A refusal's pause counts from when the refused call was sent, and a call sent while
+        a pause already asked for was coming (after the first refused call of its burst) does
+        not push it later: the quota that refused the first one renews when that one's pause
+        ends, so the calls of one burst, refused together, share one pause instead of each
+        extending it by its own round trip or place in the burst.
         """
         seconds = min(max(0.0, seconds), MAX_PAUSE)
         with self._lock:
-            until = (time.monotonic() if since is None else since) + seconds
+            start = time.monotonic() if since is None else since
+            until = start + seconds
             self._pauses += 1
+            if since is not None and since < self._paused_until:
+                if since < self._pause_since:  # an earlier call of the burst, answered later
+                    self._pause_since = start
+                    self._paused_until = max(min(self._paused_until, until), time.monotonic())
+                return  # otherwise sent after the first refused call of the burst
+            self._pause_since = start
             if until > self._paused_until:
                 self._paused_until = until
                 logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)

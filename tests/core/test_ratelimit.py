@@ -134,3 +134,15 @@ def test_a_pause_ends_for_the_most_refused_calls_first() -> None:
     assert waits[2] >= PAUSE_STAGGER * (SENIORITY - 2) - 0.01
     assert waits[0] >= PAUSE_STAGGER * SENIORITY - 0.01
     assert limiter.acquire(refused=0) > 0, "a pause is still on"
+
+
+def test_one_burst_refused_together_shares_one_pause() -> None:
+    limiter = RateLimiter()
+    sent = time.monotonic()
+    limiter.pause(0.5, since=sent + 0.1)  # a later call of the burst answered first
+    limiter.pause(0.5, since=sent)  # the first refused call: its pause is the burst's
+    limiter.pause(0.5, since=sent + 0.2)  # later calls of the burst do not extend it
+    assert limiter.paused_for() <= 0.5 - (time.monotonic() - sent) + 0.01
+    time.sleep(limiter.paused_for())
+    limiter.pause(0.5, since=time.monotonic())  # a call sent after the pause: a new one
+    assert limiter.paused_for() > 0.4
