@@ -162,12 +162,13 @@ def bench_ags(args: argparse.Namespace, log: Path) -> dict[str, Any]:
 
 
 def bench_kubernetes(args: argparse.Namespace, log: Path) -> dict[str, Any]:
-    kubeconfig = log.parent / "kubeconfig"
-    argv = ["kubernetes", "emulator", "--port", "0", "--offline-images"]
-    argv += ["--kubeconfig", str(kubeconfig)]
-    options = {"kubeconfig": str(kubeconfig)}
+    def run_emulator(name: str, *extra: str) -> tuple[list[str], dict[str, Any]]:
+        # One kubeconfig per emulator: the backend keeps its client per kubeconfig.
+        kubeconfig = log.parent / f"kubeconfig-{name}"
+        argv = ["kubernetes", "emulator", "--port", "0", "--offline-images"]
+        return [*argv, "--kubeconfig", str(kubeconfig), *extra], {"kubeconfig": str(kubeconfig)}
 
-    def config_for(quota: bool) -> dict[str, Any]:
+    def config_for(options: dict[str, Any], quota: bool) -> dict[str, Any]:
         extra = {"api_qps": args.qps, "api_burst": args.burst} if quota else {}
         return {
             "backend": "kubernetes",
@@ -176,11 +177,12 @@ def bench_kubernetes(args: argparse.Namespace, log: Path) -> dict[str, Any]:
             "options": {**options, **extra},
         }
 
+    argv, options = run_emulator("alone")
     with emulator_process(argv, log):
-        alone = statistics.median(use_one(config_for(False), -i) for i in range(1, 4))
-    limited = [*argv, "--rate-limit", f"*={args.qps:g}:{args.burst}"]
-    with emulator_process(limited, log):
-        wall, lifetimes, errors = run_all(config_for(True), args.count, args.concurrency)
+        alone = statistics.median(use_one(config_for(options, False), -i) for i in range(1, 4))
+    argv, options = run_emulator("limited", "--rate-limit", f"*={args.qps:g}:{args.burst}")
+    with emulator_process(argv, log):
+        wall, lifetimes, errors = run_all(config_for(options, True), args.count, args.concurrency)
     counts = [line for line in log.read_text().splitlines() if "requests admitted" in line]
     admitted = refused = 0
     if counts:
