@@ -9,7 +9,10 @@ again.  So calls to one control plane go through one :class:`RateLimiter`:
 - a token bucket (``rate`` requests per second, ``burst`` at once) keeps the client under a
   quota it knows, queueing callers in order instead of letting the server refuse them;
 - a refusal that says when to come back (``Retry-After``, or a rate-limit code) pauses the
-  whole control plane, not just the refused call, so the other threads stop too.
+  whole control plane, not just the refused call, so the other threads stop too; the calls
+  of one refused burst share one pause, and when it ends the calls refused most often go
+  first, so that a quota learned from refusals alone serves callers in about the order
+  they came (``docs/performance.md``, 1,000 sandboxes under control-plane rate limits).
 
 :func:`~sandbox_runtime.retry.call_with_retries` takes a limiter: it waits for a token before
 every attempt and pauses the limiter when a retryable error asks for a wait.  Backends keep
