@@ -108,13 +108,13 @@ def call_with_retries(
     began = time.monotonic()
 
     # A refusal that says when to come back (a rate limit) while other calls to the same
-    # control plane get through, or are being served, is the quota being shared, not a
-    # failure: under a quota, each of a burst of callers is refused several times before its
-    # turn.  Such refusals are bounded by the policy's time only; a refusal while nothing
-    # else gets through (a limit that does not clear) counts as a failed attempt, as any
-    # other error does.
+    # control plane are being served, or have got through since this call began, is the
+    # quota being shared, not a failure: under a quota, each of a burst of callers is
+    # refused several times before its turn.  Such refusals are bounded by the policy's time
+    # only; a refusal while nothing else gets through (a limit that does not clear) counts
+    # as a failed attempt, as any other error does.
     shared_refusals: set[int] = set()
-    seen = [limiter.successes if limiter is not None else 0]
+    seen = [limiter.successes if limiter is not None else 0]  # when this call began
     sent = [time.monotonic()]  # when the latest attempt left
     out_of_time = stop_after_delay(policy.max_delay)
 
@@ -175,7 +175,7 @@ def call_with_retries(
 
     def limited() -> T:
         limiter.acquire(refused=len(shared_refusals))
-        seen[0], sent[0] = limiter.successes, time.monotonic()
+        sent[0] = time.monotonic()
         limiter.sent()
         accepted = False
         try:
