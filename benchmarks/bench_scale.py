@@ -227,7 +227,7 @@ def main() -> int:
     print(f"bound: {result['bound']:.1f}s   wall: {result['wall']:.1f}s   "
           f"ratio: {result['wall'] / result['bound']:.3f}")  # fmt: skip
     print(f"errors surfaced: {result['errors']}   refusals absorbed: {result['refused']} "
-          f"of {result['requests']} control-plane requests")  # fmt: skip
+          f"of {result['requests']} requests the emulator answered")  # fmt: skip
     if "relaunched" in result:
         print(f"instance envd launches repeated after a host bwrap race: {result['relaunched']}")
     if lifetimes:
