@@ -9,7 +9,10 @@ again.  So calls to one control plane go through one :class:`RateLimiter`:
 - a token bucket (``rate`` requests per second, ``burst`` at once) keeps the client under a
   quota it knows, queueing callers in order instead of letting the server refuse them;
 - a refusal that says when to come back (``Retry-After``, or a rate-limit code) pauses the
-  whole control plane, not just the refused call, so the other threads stop too.
+  whole control plane, not just the refused call, so the other threads stop too; the calls
+  of one refused burst share one pause, and when it ends the calls refused most often go
+  first, so that a quota learned from refusals alone serves callers in about the order
+  they came (``docs/performance.md``, 1,000 sandboxes under control-plane rate limits).
 
 :func:`~sandbox_runtime.retry.call_with_retries` takes a limiter: it waits for a token before
 every attempt and pauses the limiter when a retryable error asks for a wait.  Backends keep
@@ -31,6 +34,10 @@ logger = logging.getLogger("sandbox_runtime.ratelimit")
 #: Longest pause a server may impose through one answer: a ``Retry-After`` of an hour is a
 #: misconfigured proxy, not a reason to stop every thread for an hour.
 MAX_PAUSE = 300.0
+#: When a pause ends, calls refused fewer than :data:`SENIORITY` times wait this much longer
+#: per refusal they lack (see :meth:`RateLimiter.acquire`).
+PAUSE_STAGGER = 0.04
+SENIORITY = 5
 
 
 class RateLimiter:
@@ -43,7 +50,10 @@ class RateLimiter:
         self._tokens = float("inf")  # a new limiter starts with a full bucket (configure)
         self._stamp = time.monotonic()
         self._paused_until = 0.0
+        self._pause_since = 0.0
         self._pauses = 0
+        self._successes = 0
+        self._in_flight = 0
         self.configure(rate, burst)
 
     @property
@@ -62,11 +72,17 @@ class RateLimiter:
             self._burst = float(burst if burst is not None else max(1, round(rate or 1)))
             self._tokens = min(self._tokens, self._burst)
 
-    def acquire(self) -> float:
+    def acquire(self, refused: int = 0) -> float:
         """Wait for this call's turn; returns the seconds waited.
 
         Each caller reserves its token under the lock (the bucket may go negative: a queue of
         reservations), then sleeps outside it, so callers pass in the order they came.
+
+        A pause ends in order of seniority: a call already ``refused`` that many times goes
+        first, newcomers last (:data:`PAUSE_STAGGER` apart, from :data:`SENIORITY` refusals
+        on at once).  A service that admits "the first N requests of each second" then
+        serves those that waited longest, so a burst of callers does not turn into a lottery
+        that an unlucky call keeps losing.
         """
         with self._lock:
             now = time.monotonic()
@@ -77,20 +93,64 @@ class RateLimiter:
                 self._tokens -= 1.0
                 if self._tokens < 0:
                     wait = -self._tokens / self._rate
-            wait = max(wait, self._paused_until - now)
+            if self._paused_until > now:
+                stagger = PAUSE_STAGGER * max(0, SENIORITY - refused)
+                wait = max(wait, self._paused_until - now + stagger)
         if wait > 0:
             time.sleep(wait)
         return wait
 
-    def pause(self, seconds: float) -> None:
-        """Let no call through for ``seconds`` from now (a longer pause already set stays)."""
+    def pause(self, seconds: float, since: float | None = None) -> None:
+        """Let no call through for ``seconds`` from ``since`` (default: now).
+
+        ``since`` is a ``time.monotonic()``; a longer pause already set stays.
+
+        A refusal's pause counts from when the refused call was sent, and a call sent while
+        a pause already asked for was coming (after the first refused call of its burst) does
+        not push it later: the quota that refused the first one renews when that one's pause
+        ends, so the calls of one burst, refused together, share one pause instead of each
+        extending it by its own round trip or place in the burst.
+        """
         seconds = min(max(0.0, seconds), MAX_PAUSE)
         with self._lock:
-            until = time.monotonic() + seconds
+            start = time.monotonic() if since is None else since
+            until = start + seconds
             self._pauses += 1
+            if since is not None and since < self._paused_until:
+                if since < self._pause_since:  # an earlier call of the burst, answered later
+                    self._pause_since = start
+                    self._paused_until = max(min(self._paused_until, until), time.monotonic())
+                return  # otherwise sent after the first refused call of the burst
+            self._pause_since = start
             if until > self._paused_until:
                 self._paused_until = until
                 logger.info("control plane asked for a pause: holding its calls %.2fs", seconds)
+
+    def sent(self) -> None:
+        """Count a call on its way to the control plane (until :meth:`answered`)."""
+        with self._lock:
+            self._in_flight += 1
+
+    def answered(self, accepted: bool) -> None:
+        """Count a call's answer: ``accepted`` when the control plane did not refuse it.
+
+        How a refused caller tells a shared quota, which others get through or are being
+        served, from a limit that does not clear.
+        """
+        with self._lock:
+            self._in_flight -= 1
+            if accepted:
+                self._successes += 1
+
+    @property
+    def successes(self) -> int:
+        """How many calls through this limiter the control plane accepted."""
+        return self._successes
+
+    @property
+    def in_flight(self) -> int:
+        """How many calls through this limiter are waiting for their answer."""
+        return self._in_flight
 
     @property
     def pauses(self) -> int:

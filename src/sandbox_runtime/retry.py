@@ -20,13 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from sandbox_runtime.ratelimit import RateLimiter
 
@@ -113,14 +107,44 @@ def call_with_retries(
     """
     began = time.monotonic()
 
+    # A refusal that says when to come back (a rate limit) while other calls to the same
+    # control plane are being served, or have got through since this call began, is the
+    # quota being shared, not a failure: under a quota, each of a burst of callers is
+    # refused several times before its turn.  Such refusals are bounded by the policy's time
+    # only; a refusal while nothing else gets through (a limit that does not clear) counts
+    # as a failed attempt, as any other error does.
+    shared_refusals: set[int] = set()
+    seen = [limiter.successes if limiter is not None else 0]  # when this call began
+    sent = [time.monotonic()]  # when the latest attempt left
+    out_of_time = stop_after_delay(policy.max_delay)
+
+    def failed_attempts(state: RetryCallState) -> int:
+        """Attempts so far that count against ``policy.attempts`` (idempotent per attempt)."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        if (
+            error is not None
+            and limiter is not None
+            and retry_after is not None
+            and retry_after(error) is not None
+            and (limiter.successes > seen[0] or limiter.in_flight > 0)
+        ):
+            shared_refusals.add(state.attempt_number)
+        return state.attempt_number - len(shared_refusals)
+
+    def stop(state: RetryCallState) -> bool:
+        return failed_attempts(state) >= policy.attempts or out_of_time(state)
+
     def wait(state: RetryCallState) -> float:
-        backoff = random.uniform(
-            0, min(policy.max_wait, policy.initial_wait * 2**state.attempt_number)
-        )
+        # Backoff grows with failures, not with a shared quota's refusals: a caller refused
+        # ten times in a busy second should not then sit out five while its turn comes.
+        failures = max(1, failed_attempts(state))
+        backoff = random.uniform(0, min(policy.max_wait, policy.initial_wait * 2**failures))
         error = state.outcome.exception() if state.outcome is not None else None
         asked = retry_after(error) if retry_after is not None and error is not None else None
         if asked is not None and limiter is not None:
-            limiter.pause(asked)
+            limiter.pause(asked, since=sent[0])
+            # What is left of the pause, counted from when this attempt was sent.
+            asked = max(0.0, sent[0] + asked - time.monotonic())
         chosen = max(backoff, asked) if asked is not None else backoff
         return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
 
@@ -140,7 +164,7 @@ def call_with_retries(
         )
 
     retrying = Retrying(
-        stop=stop_after_attempt(policy.attempts) | stop_after_delay(policy.max_delay),
+        stop=stop,
         wait=wait,
         retry=retry_if_exception(is_retryable),
         before_sleep=log_retry,
@@ -150,7 +174,15 @@ def call_with_retries(
         return retrying(operation)
 
     def limited() -> T:
-        limiter.acquire()
-        return operation()
+        limiter.acquire(refused=len(shared_refusals))
+        sent[0] = time.monotonic()
+        limiter.sent()
+        accepted = False
+        try:
+            result = operation()
+            accepted = True
+        finally:
+            limiter.answered(accepted)
+        return result
 
     return retrying(limited)

@@ -116,3 +116,33 @@ def test_ags_cloud_rate_limit_code_pauses_one_window() -> None:
 
     assert _rate_limit_pause(AgsApiError("RequestLimitExceeded", "slow down")) == 1.0
     assert _rate_limit_pause(AgsApiError("InternalError", "oops")) is None
+
+
+def test_a_pause_ends_for_the_most_refused_calls_first() -> None:
+    from sandbox_runtime.ratelimit import PAUSE_STAGGER, SENIORITY
+
+    limiter = RateLimiter()
+    limiter.pause(0.2)
+    waits = {refused: 0.0 for refused in (0, 2, SENIORITY, SENIORITY + 3)}
+    for refused in waits:
+        paused = limiter.paused_for()
+        waited = limiter.acquire(refused=refused)
+        waits[refused] = waited - paused
+        limiter.pause(0.2)
+    assert waits[SENIORITY] < 0.03
+    assert waits[SENIORITY + 3] < 0.03
+    assert waits[2] >= PAUSE_STAGGER * (SENIORITY - 2) - 0.01
+    assert waits[0] >= PAUSE_STAGGER * SENIORITY - 0.01
+    assert limiter.acquire(refused=0) > 0, "a pause is still on"
+
+
+def test_one_burst_refused_together_shares_one_pause() -> None:
+    limiter = RateLimiter()
+    sent = time.monotonic()
+    limiter.pause(0.5, since=sent + 0.1)  # a later call of the burst answered first
+    limiter.pause(0.5, since=sent)  # the first refused call: its pause is the burst's
+    limiter.pause(0.5, since=sent + 0.2)  # later calls of the burst do not extend it
+    assert limiter.paused_for() <= 0.5 - (time.monotonic() - sent) + 0.01
+    time.sleep(limiter.paused_for())
+    limiter.pause(0.5, since=time.monotonic())  # a call sent after the pause: a new one
+    assert limiter.paused_for() > 0.4

@@ -53,3 +53,83 @@ def test_attempts_are_bounded_and_last_error_is_reraised() -> None:
     with pytest.raises(ConnectionError, match="down 4"):
         call_with_retries(always_down, lambda e: True, description="op", policy=FAST)
     assert len(calls) == 4
+
+
+class _Refused(Exception):
+    """A rate-limit refusal that asks for a short pause."""
+
+
+def test_refusals_while_others_get_through_do_not_use_up_attempts() -> None:
+    """A shared quota: others' calls succeed between this call's refusals."""
+    from sandbox_runtime.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    calls: list[int] = []
+
+    def crowded() -> str:
+        calls.append(1)
+        if len(calls) <= 6:  # more refusals than FAST's 4 attempts
+            limiter.sent()  # another caller got the slot meanwhile
+            limiter.answered(accepted=True)
+            raise _Refused
+        return "ok"
+
+    result = call_with_retries(
+        crowded,
+        lambda e: isinstance(e, _Refused),
+        description="op",
+        policy=FAST,
+        retry_after=lambda e: 0.01 if isinstance(e, _Refused) else None,
+        limiter=limiter,
+    )
+    assert result == "ok"
+    assert len(calls) == 7
+    assert limiter.pauses == 6
+
+
+def test_refusals_while_another_call_is_being_served_do_not_use_up_attempts() -> None:
+    """The winners of a window are still being served when the refusals come back."""
+    from sandbox_runtime.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    limiter.sent()  # another caller's call, admitted and not answered yet
+    calls: list[int] = []
+
+    def crowded() -> str:
+        calls.append(1)
+        if len(calls) <= 6:
+            raise _Refused
+        return "ok"
+
+    result = call_with_retries(
+        crowded,
+        lambda e: isinstance(e, _Refused),
+        description="op",
+        policy=FAST,
+        retry_after=lambda e: 0.01,
+        limiter=limiter,
+    )
+    assert result == "ok"
+    assert (len(calls), limiter.in_flight, limiter.successes) == (7, 1, 1)
+
+
+def test_refusals_while_nothing_gets_through_end_after_the_attempts() -> None:
+    from sandbox_runtime.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    calls: list[int] = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise _Refused
+
+    with pytest.raises(_Refused):
+        call_with_retries(
+            refused,
+            lambda e: isinstance(e, _Refused),
+            description="op",
+            policy=FAST,
+            retry_after=lambda e: 0.01,
+            limiter=limiter,
+        )
+    assert len(calls) == FAST.attempts

@@ -19,6 +19,7 @@ from sandbox_runtime.errors import ConfigError
 
 __all__ = [
     "add_fault_arguments",
+    "add_limit_arguments",
     "backend_options",
     "count",
     "positive_float",
@@ -154,6 +155,49 @@ def add_fault_arguments(
     )
     parser.add_argument(
         "--fault-seed", type=int, default=None, help="seed of the fault draws (a repeatable run)"
+    )
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser, operations: str, realistic: str) -> None:
+    """An emulator's ``--rate-limit OP=QPS[:BURST]`` / ``realistic`` and ``--latency OP=SECONDS``.
+
+    Both repeatable; parsed by ``sandbox_runtime.emulators._ratelimit`` (standard library
+    only), so a typo is a usage error before the emulator starts.  ``operations`` says what an
+    OP is for this emulator, ``realistic`` what the ``realistic`` preset holds.
+    """
+    from sandbox_runtime.emulators._ratelimit import parse_latency, parse_rate_limit
+
+    def rate_limit(text: str) -> Any:
+        if text == "realistic":
+            return text
+        try:
+            return parse_rate_limit(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def latency(text: str) -> Any:
+        try:
+            return parse_latency(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument(
+        "--rate-limit",
+        action="append",
+        default=[],
+        type=rate_limit,
+        metavar="OP=QPS[:BURST]",
+        help=f"refuse an operation's requests over QPS per second per caller, as the real "
+        f"service does ({operations}; * = every operation without its own); 'realistic' = "
+        f"{realistic}; repeatable, later ones win; default: no limit",
+    )
+    parser.add_argument(
+        "--latency",
+        action="append",
+        default=[],
+        type=latency,
+        metavar="OP=SECONDS",
+        help="answer an operation's admitted requests SECONDS late; repeatable",
     )
 
 

@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Any
 
-from sandbox_runtime.cli._args import add_fault_arguments
+from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -78,6 +78,12 @@ def register(subparsers: Any) -> None:
         "planes cloud, e2b, envd; "
         "kinds rate_limit, unavailable, drop, slow, drop_answer, kill_instance",
     )
+    add_limit_arguments(
+        emulator,
+        "a Cloud API action such as StartSandboxInstance, or an E2B route such as "
+        "'POST /sandboxes'; Cloud API quotas are per SecretId, in one-second windows",
+        "AGS's documented frequency limits (Start/Stop/AcquireToken 100/s, other actions 20/s)",
+    )
     emulator.set_defaults(handler=_emulator)
 
 
@@ -93,6 +99,19 @@ def _default_isolation(backend: str) -> str | None:
 
     usable = LocalBackend.availability(LocalOptions(isolation="namespace"))
     return "namespace" if usable else "none"
+
+
+def _quotas(specs: list[Any]) -> dict[str, Any]:
+    """``--rate-limit`` values in order: ``realistic`` expands to the documented table."""
+    from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
+
+    quotas: dict[str, Any] = {}
+    for spec in specs:
+        if spec == "realistic":
+            quotas.update(REALISTIC_QUOTAS)
+        else:
+            quotas[spec[0]] = spec[1]
+    return quotas
 
 
 def _emulator(args: argparse.Namespace) -> int:
@@ -122,6 +141,8 @@ def _emulator(args: argparse.Namespace) -> int:
         tcr_login=login,
         faults=args.fault,
         fault_seed=args.fault_seed,
+        rate_limits=_quotas(args.rate_limit),
+        latencies=dict(args.latency),
     )
 
     async def run() -> None:
@@ -138,6 +159,10 @@ def _emulator(args: argparse.Namespace) -> int:
             return
         print(f"AGS emulator on {emulator.url} (instances: {args.backend}", end="")
         print(f", isolation {isolation})" if isolation else ")")
+        for operation, quota in emulator.api_limits.quotas.items():
+            print(f"# rate limit {operation}: {quota.qps:g}/s, {quota.capacity} at once")
+        for operation, seconds in emulator.api_limits.latencies.items():
+            print(f"# latency {operation}: {seconds:g}s")
         print("# point the ags backend and the SDKs at it (this prints secrets: local use only):")
         for name, value in emulator.environment().items():
             print(f"export {name}={value}")

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.cli._args import add_fault_arguments
+from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -63,12 +63,31 @@ def register(subparsers: Any) -> None:
         "sandbox_runtime.emulators.kubernetes._http:parse_fault_spec",
         "planes api, exec; kinds rate_limit, unavailable, drop, slow, drop_answer, kill_pod",
     )
+    add_limit_arguments(
+        emulator,
+        "a verb: get, list, watch, create, update, patch, delete, exec, attach, log; "
+        "quotas are token buckets per client (bearer token)",
+        "client-go's default budget per client, *=5:10",
+    )
     emulator.set_defaults(handler=_emulator)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 2
+
+
+def _quotas(specs: list[Any]) -> dict[str, Any]:
+    """``--rate-limit`` values in order: ``realistic`` expands to the preset."""
+    from sandbox_runtime.emulators.kubernetes.server import REALISTIC_QUOTAS
+
+    quotas: dict[str, Any] = {}
+    for spec in specs:
+        if spec == "realistic":
+            quotas.update(REALISTIC_QUOTAS)
+        else:
+            quotas[spec[0]] = spec[1]
+    return quotas
 
 
 def _emulator(args: argparse.Namespace) -> int:
@@ -89,6 +108,8 @@ def _emulator(args: argparse.Namespace) -> int:
         fault_seed=args.fault_seed,
         tls=not args.plain_http,
         offline_images=args.offline_images,
+        rate_limits=_quotas(args.rate_limit),
+        latencies=dict(args.latency),
     )
     try:
         emulator.start()
@@ -104,9 +125,19 @@ def _emulator(args: argparse.Namespace) -> int:
         offline = ", offline images" if args.offline_images else ""
         print(f"Kubernetes emulator on {emulator.url} (pods run on Docker{offline})")
         print(f"# the kubeconfig holds the token: local use only ({path})")
+        for operation, quota in emulator.api_limits.quotas.items():
+            print(f"# rate limit {operation}: {quota.qps:g}/s, {quota.capacity} at once")
+        for operation, seconds in emulator.api_limits.latencies.items():
+            print(f"# latency {operation}: {seconds:g}s")
         print(f"export KUBECONFIG={path}")
         sys.stdout.flush()
         stop.wait()
     finally:
         emulator.close()
+        limits = emulator.api_limits
+        if limits.quotas:
+            print(
+                f"rate limits: {limits.admitted} requests admitted, {limits.refused} refused",
+                file=sys.stderr,
+            )
     return 0

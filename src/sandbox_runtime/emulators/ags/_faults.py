@@ -149,10 +149,15 @@ class FaultBook:
                     return fault
         return None
 
-    def record(self, plane: str, operation: str, status: int, fault: Fault | None) -> None:
-        """Remember one answered request."""
+    def record(self, plane: str, operation: str, status: int, fault: Fault | str | None) -> None:
+        """Remember one answered request.
+
+        ``fault`` is what failed it: a fault, or ``"quota"`` for a refusal by the emulator's
+        rate limits.
+        """
+        kind = fault.kind if isinstance(fault, Fault) else fault
         with self._lock:
-            self._log.append(RequestRecord(plane, operation, status, fault.kind if fault else None))
+            self._log.append(RequestRecord(plane, operation, status, kind))
 
     def requests(
         self, plane: str | None = None, operation: str | None = None

@@ -14,12 +14,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any
 
+from sandbox_runtime.emulators._ratelimit import ServerLimits
 from sandbox_runtime.envd.server._http import Message, Scope
 
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import Fault, FaultBook
 from ._gateway import Gateway, GatewayAnswer, StreamCut, instance_id_of
+from ._limits import cloud_caller, cloud_refusal, e2b_refusal
 from ._service import AgsService
 from ._tcr import TCR_VERSION, TcrApi
 
@@ -62,8 +64,11 @@ class EmulatorApp:
         e2b: E2bApi,
         gateway: Gateway,
         tcr: TcrApi | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.service = service
+        #: The service's own quotas and latencies (off unless configured), see ``_limits``.
+        self.limits = limits if limits is not None else ServerLimits(window=True)
         self.faults: FaultBook = service.faults
         self.cloud = cloud
         self.tcr = tcr
@@ -142,6 +147,25 @@ class EmulatorApp:
             await _answer_json(send, status, {"code": status, "message": fault.message})
         return True
 
+    async def _limited(self, plane: str, operation: str, caller: str, send: Send) -> bool:
+        """Refuse a request over its quota, as the service does; True if it was refused.
+
+        An admitted request then waits the operation's latency, if one is set.
+        """
+        if not self.limits:
+            return False
+        if self.limits.admit(operation, caller) is not None:
+            self.faults.record(plane, operation, 200 if plane == "cloud" else 429, "quota")
+            if plane == "cloud":
+                await _answer_json(send, 200, {"Response": cloud_refusal()})
+            else:
+                await _answer_json(send, 429, e2b_refusal())
+            return True
+        delay = self.limits.latency(operation)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return False
+
     async def _kill_instance(self, headers: dict[str, str]) -> None:
         instance_id = instance_id_of(headers)
         if instance_id is None:
@@ -171,6 +195,8 @@ class EmulatorApp:
         action = headers.get("x-tc-action", "")
         if await self._fault("cloud", action, send, headers):
             return
+        if await self._limited("cloud", action, cloud_caller(headers), send):
+            return
         try:
             params = json.loads(body) if body else {}
         except ValueError:
@@ -188,6 +214,8 @@ class EmulatorApp:
     ) -> None:
         operation = self.e2b.operation(method, path)
         if await self._fault("e2b", operation, send, headers):
+            return
+        if await self._limited("e2b", operation, headers.get("x-api-key", ""), send):
             return
         status, payload, extra = await self.e2b.handle(method, path, query, headers, body)
         self._drop_answer("e2b", operation, send)

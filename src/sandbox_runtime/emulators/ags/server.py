@@ -5,6 +5,7 @@
     with AgsEmulator(backend="local") as emulator:
         options = emulator.backend_options()        # for SandboxConfig(backend="ags", ...)
         emulator.faults.inject("rate_limit", plane="cloud", operation="StartSandboxInstance")
+        emulator.api_limits.set_quota("StartSandboxInstance", Quota(20))   # refuse over 20/s
 
 It binds 127.0.0.1 only (plain HTTP; nothing here is meant to be reachable from elsewhere),
 knows one SecretId/SecretKey pair and one ``ark_`` API key (random unless given), and creates
@@ -19,12 +20,13 @@ import concurrent.futures
 import logging
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from pydantic import SecretStr
 
+from sandbox_runtime.emulators._ratelimit import Quota, ServerLimits
 from sandbox_runtime.envd.server._http import serve
 
 from ._cloudapi import CloudApi
@@ -65,6 +67,8 @@ class AgsEmulator:
         tcr_login: tuple[str, str] | None = None,
         faults: Sequence[RandomFaults] = (),
         fault_seed: int | None = None,
+        rate_limits: Mapping[str, Quota] | Iterable[tuple[str, Quota]] = (),
+        latencies: Mapping[str, float] | Iterable[tuple[str, float]] = (),
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -75,6 +79,9 @@ class AgsEmulator:
         self.faults = FaultBook(seed=fault_seed)
         for spec in faults:
             self.faults.inject_random(spec)
+        #: Quotas per action (and SecretId) and latencies per action: off unless given;
+        #: ``_limits.REALISTIC_QUOTAS`` holds AGS's documented figures.
+        self.api_limits = ServerLimits(rate_limits, latencies, window=True)
         self.store = Store()
         runner = RunnerSettings(backend, local_isolation=local_isolation, base_dir=base_dir)
         self.service = AgsService(runner, limits or ServiceLimits(), self.faults, self.store)
@@ -140,7 +147,9 @@ class AgsEmulator:
         """The ASGI application (call from the loop that will serve it)."""
         self._gateway = Gateway(self.store)
         cloud = CloudApi(self.service, (self.secret_id, self.secret_key))
-        return EmulatorApp(self.service, cloud, E2bApi(self.service), self._gateway, self.tcr)
+        return EmulatorApp(
+            self.service, cloud, E2bApi(self.service), self._gateway, self.tcr, self.api_limits
+        )
 
     async def serve(self) -> None:
         """Serve until cancelled, then stop every instance."""

@@ -38,6 +38,7 @@ import binascii
 import hmac
 import json
 import logging
+import math
 import re
 import socket
 import ssl
@@ -50,6 +51,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
 from sandbox_runtime.emulators._random_faults import parse_fault_spec as _parse
+from sandbox_runtime.emulators._ratelimit import ServerLimits
 
 from . import _openapi as openapi
 from . import _protobuf as protobuf
@@ -86,6 +88,8 @@ SERVER_VERSION = {
 }
 _PUBLIC = ("/version", "/healthz", "/livez", "/readyz")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(?:/(status|exec|log))?)?/?$")
+#: The last path segment of a collection (a GET of one is a ``list``).
+_COLLECTIONS = frozenset({"pods", "namespaces", "serviceaccounts", "events"})
 #: Every served resource path: namespaced collections, cluster-wide lists, and namespaces.
 _PATH = re.compile(
     r"^/api/v1/(?:namespaces/(?P<namespace>[^/]+)/(?P<resource>pods|serviceaccounts|events)"
@@ -151,12 +155,15 @@ class EmulatorServer(ThreadingHTTPServer):
         protocols: tuple[str, ...],
         faults: FaultDraws | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.store = store
         self.token = token
         self.protocols = protocols
         self.faults = faults or FaultDraws()
+        #: Per-client quotas by verb (``*``: all), and latencies by verb: see ``_ratelimit``.
+        self.limits = limits if limits is not None else ServerLimits()
         self.ssl_context = ssl_context
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -294,12 +301,47 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.store.crash(match.group(1), match.group(2))
         return False
 
+    def _limited(self, path: str, query: dict[str, list[str]]) -> bool:
+        """Refuse a request over its client's quota (429, ``Retry-After``); True if refused.
+
+        The answer is the API server's to a client over its share: a ``TooManyRequests``
+        Status, its ``Retry-After`` in whole seconds (at least 1) in the header and in
+        ``details.retryAfterSeconds``.  An admitted request then waits its verb's latency.
+        """
+        limits = self.server.limits
+        if not limits or path.rstrip("/") in _PUBLIC:
+            return False
+        operation = _verb(self.command, path, query)
+        wait = limits.admit(operation, self.headers.get("Authorization", ""))
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            error = ApiError(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                {"retryAfterSeconds": seconds},
+            )
+            # Answered before the body was read: it must not be taken for the next request.
+            self.close_connection = self.close_connection or self.command in (
+                "POST",
+                "PUT",
+                "PATCH",
+            )
+            self._reply(429, error.body(), headers={"Retry-After": str(seconds)})
+            return True
+        delay = limits.latency(operation)
+        if delay > 0:
+            time.sleep(delay)
+        return False
+
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
         query = parse_qs(url.query, keep_blank_values=True)
         try:
             if url.path.rstrip("/") not in _PUBLIC and not self._authorized():
                 raise unauthorized()
+            if self._limited(url.path, query):
+                return
             if self._fault(url.path):
                 return
             self._route(self.command, url.path, query)
@@ -709,6 +751,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
+
+
+def _verb(method: str, path: str, query: dict[str, list[str]]) -> str:
+    """The Kubernetes verb of a request, as quotas and latencies name it.
+
+    ``exec``, ``attach`` and ``log`` for those subresources; ``get`` of a collection is
+    ``list`` (``watch`` with ``watch=true``); otherwise the verb the method maps to.
+    """
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if last in ("exec", "attach", "log"):
+        return last
+    if method in ("GET", "HEAD"):
+        if _flag(query, "watch"):
+            return "watch"
+        return "list" if last in _COLLECTIONS else "get"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method, method.lower()
+    )
 
 
 def _flag(query: dict[str, list[str]], name: str) -> bool:

@@ -27,7 +27,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from sandbox_runtime.emulators._random_faults import FaultDraws, RandomFaults
+from sandbox_runtime.emulators._ratelimit import Quota, ServerLimits
 
 from ._docker import DockerRuntime
 from ._exec import CHANNEL_PROTOCOLS
@@ -42,7 +43,16 @@ from ._http import EmulatorServer
 from ._pods import PodStore
 from ._tls import ServingCertificates, make_certificates
 
-__all__ = ["KubernetesEmulator"]
+__all__ = ["REALISTIC_QUOTAS", "KubernetesEmulator"]
+
+#: The ``realistic`` preset: each client (bearer token) gets client-go's default budget, 5
+#: requests per second with bursts of 10 (``rest.Config`` QPS/Burst defaults, which the
+#: ``kubernetes`` backend's ``api_qps``/``api_burst`` mirror), enforced by the server the
+#: way API Priority and Fairness refuses a client over its share: 429 with ``Retry-After``.
+#: kube-apiserver's own defaults, ``--max-requests-inflight=400`` and
+#: ``--max-mutating-requests-inflight=200``, bound requests *in flight*, which one client of
+#: a few hundred sandboxes does not reach; they are not emulated.
+REALISTIC_QUOTAS: dict[str, Quota] = {"*": Quota(5, 10)}
 
 logger = logging.getLogger("sandbox_runtime.emulators.kubernetes")
 
@@ -66,6 +76,8 @@ class KubernetesEmulator:
         fault_seed: int | None = None,
         tls: bool = True,
         offline_images: bool = False,
+        rate_limits: Mapping[str, Quota] | Iterable[tuple[str, Quota]] = (),
+        latencies: Mapping[str, float] | Iterable[tuple[str, float]] = (),
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -82,6 +94,9 @@ class KubernetesEmulator:
         self._private_dir: Path | None = None
         #: Random faults in force (``--fault``); more can be added while it runs.
         self.faults = FaultDraws(fault_seed, faults)
+        #: Per-client quotas (token buckets) by verb, ``*`` for every request, and latencies
+        #: by verb: off unless given; :data:`REALISTIC_QUOTAS` is the ``realistic`` preset.
+        self.api_limits = ServerLimits(rate_limits, latencies)
         self._server: EmulatorServer | None = None
         self._thread: threading.Thread | None = None
         self.store: PodStore | None = None
@@ -180,6 +195,7 @@ class KubernetesEmulator:
             self._protocols,
             self.faults,
             ssl_context=context,
+            limits=self.api_limits,
         )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
