@@ -28,6 +28,9 @@ ASGIApp = Callable[
 ]
 
 _MAX_HEADER_BYTES = 64 * 1024
+# The reader's buffer, and so how much of a request body one wakeup can take in: a small one
+# turns a 1 MB upload into dozens of pause-and-resume cycles of the transport.
+_STREAM_LIMIT = 4 * 1024 * 1024
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -62,6 +65,8 @@ async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
         return None
     except asyncio.LimitOverrunError as exc:
         raise _BadRequest("request head too large") from exc
+    if len(head) > _MAX_HEADER_BYTES:
+        raise _BadRequest("request head too large")
     return head
 
 
@@ -233,7 +238,7 @@ async def serve(
         finally:
             connections.discard(task)
 
-    server = await asyncio.start_server(handle, host, port, limit=_MAX_HEADER_BYTES)
+    server = await asyncio.start_server(handle, host, port, limit=_STREAM_LIMIT)
     bound = server.sockets[0].getsockname()[1]
     if on_ready is not None:
         on_ready(int(bound))
