@@ -40,9 +40,40 @@ CHUNK = 32 * 1024
 # After the process exits, children it left behind may hold the pipes open forever; what
 # they print later is not the process's output, so reading stops shortly after the exit.
 _DRAIN_AFTER_EXIT = 0.05
+_READS_PER_WAKEUP = 8
 _SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: 9, 15: 15}
 
 Event = dict[str, Any]
+
+
+def _watch_exit(
+    loop: asyncio.AbstractEventLoop, popen: subprocess.Popen[bytes], exited: asyncio.Future[int]
+) -> None:
+    """Settle ``exited`` with the process's return code when it ends.
+
+    Through a pidfd on the event loop where the kernel (5.3+) and Python (3.9+) have them,
+    else on a thread blocked in ``wait``: starting a thread per command costs about as much
+    as the rest of a short command's round trip.
+    """
+    try:
+        pidfd = os.pidfd_open(popen.pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        pidfd = -1
+    if pidfd < 0:
+
+        def wait_for_exit() -> None:
+            code = popen.wait()
+            loop.call_soon_threadsafe(_settle, exited, code)
+
+        threading.Thread(target=wait_for_exit, name=f"envd-wait-{popen.pid}", daemon=True).start()
+        return
+
+    def ended() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        _settle(exited, popen.wait())
+
+    loop.add_reader(pidfd, ended)
 
 
 def _settle(future: asyncio.Future[Any], value: Any) -> None:
@@ -204,11 +235,7 @@ class ProcessManager:
         loop = asyncio.get_running_loop()
         exited: asyncio.Future[int] = loop.create_future()
 
-        def wait_for_exit() -> None:
-            code = proc.popen.wait()
-            loop.call_soon_threadsafe(_settle, exited, code)
-
-        threading.Thread(target=wait_for_exit, name=f"envd-wait-{proc.pid}", daemon=True).start()
+        _watch_exit(loop, proc.popen, exited)
         if proc.tty is not None:
             readers = [loop.create_task(self._pump(proc, proc.tty, "pty"))]
         else:
@@ -255,25 +282,31 @@ class ProcessManager:
         proc.publish(None)
 
     async def _pump(self, proc: ManagedProcess, pipe: Any, name: str) -> None:
+        """Publish what the pipe gives until it ends; one reader for the pipe's whole life."""
         loop = asyncio.get_running_loop()
         fd = pipe if isinstance(pipe, int) else pipe.fileno()
         os.set_blocking(fd, False)
-        while True:
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(fd, _settle, ready, None)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(fd)
-            try:
-                chunk = os.read(fd, CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
-            if not chunk:
-                return
-            proc.publish({"data": {name: b64(chunk)}})
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            for _ in range(_READS_PER_WAKEUP):  # then let other work run; epoll calls again
+                try:
+                    chunk = os.read(fd, CHUNK)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    loop.remove_reader(fd)
+                    _settle(ended, None)
+                    return
+                proc.publish({"data": {name: b64(chunk)}})
+
+        loop.add_reader(fd, readable)
+        try:
+            await ended
+        finally:
+            loop.remove_reader(fd)
 
     async def send_input(self, selector: dict[str, Any], data: bytes, *, pty: bool = False) -> None:
         """Write ``data`` to the process's stdin (or its pty) without blocking the loop."""
