@@ -111,10 +111,15 @@ def kill_group_script(token: str, *, var: str = TOKEN_VAR) -> list[str]:
     its environment does not either, since only the command's exec carries the token.
     """
     half = len(token) // 2
+    # Every carrier is stopped before any is killed: killing one by one let a parent whose
+    # child had just died run its next command (``sleep 4; echo late > f`` wrote f when the
+    # sleep's pid came first in /proc's order).  A second scan catches what a carrier forked
+    # between the first scan and its stop.
     script = (
-        f't="{var}=$1$2"; for d in /proc/[0-9]*; do '
+        f't="{var}=$1$2"; all=""; for pass in 1 2; do found=""; for d in /proc/[0-9]*; do '
         'case " $(tr "\\000" " " < "$d/environ" 2>/dev/null) " in *" $t "*) '
-        'p=${d#/proc/}; kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null;; '
-        "esac; done; true"
+        'found="$found ${d#/proc/}";; esac; done; [ -n "$found" ] || break; '
+        "kill -STOP $found 2>/dev/null; all=\"$all $found\"; done; "
+        'for p in $all; do kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; true'
     )
     return ["/bin/sh", "-c", script, "sandbox-runtime-kill", token[:half], token[half:]]
