@@ -119,7 +119,7 @@ def kill_group_script(token: str, *, var: str = TOKEN_VAR) -> list[str]:
         f't="{var}=$1$2"; all=""; for pass in 1 2; do found=""; for d in /proc/[0-9]*; do '
         'case " $(tr "\\000" " " < "$d/environ" 2>/dev/null) " in *" $t "*) '
         'found="$found ${d#/proc/}";; esac; done; [ -n "$found" ] || break; '
-        "kill -STOP $found 2>/dev/null; all=\"$all $found\"; done; "
+        'kill -STOP $found 2>/dev/null; all="$all $found"; done; '
         'for p in $all; do kill -9 -"$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; true'
     )
     return ["/bin/sh", "-c", script, "sandbox-runtime-kill", token[:half], token[half:]]

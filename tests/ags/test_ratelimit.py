@@ -197,10 +197,10 @@ def test_the_emulator_refuses_a_bad_limit_flag(flag: str, spec: str, fragment: s
 
 
 def test_realistic_is_the_documented_table_and_later_flags_override_it() -> None:
-    from sandbox_runtime.cli.ags import _quotas
+    from sandbox_runtime.cli._args import quotas as parse_quotas
     from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
 
-    quotas = _quotas(["realistic", ("StartSandboxInstance", Quota(5))])
+    quotas = parse_quotas(["realistic", ("StartSandboxInstance", Quota(5))], REALISTIC_QUOTAS)
     assert quotas["StartSandboxInstance"] == Quota(5)
     assert quotas["StopSandboxInstance"] == REALISTIC_QUOTAS["AcquireSandboxInstanceToken"]
     assert REALISTIC_QUOTAS["StartSandboxInstance"] == Quota(100)

@@ -9,32 +9,26 @@ from tests.conftest import DOCKER_IMAGE
 pytestmark = pytest.mark.docker
 
 
+def _config(image: str, agent: str) -> SandboxConfig:
+    return SandboxConfig(
+        backend="docker", image=image, workdir="/testbed", lifetime=600, options={"agent": agent}
+    )
+
+
 class TestDocker(SandboxConformance):
     """The native path: every command a ``docker exec``, files through the engine's archives."""
 
     @pytest.fixture
     def sandbox_config(self, docker_image: str) -> SandboxConfig:
-        return SandboxConfig(
-            backend="docker",
-            image=docker_image,
-            workdir="/testbed",
-            lifetime=600,
-            options={"agent": "off"},
-        )
+        return _config(docker_image, "off")
 
 
 class TestDockerAgent(SandboxConformance):
-    """The fast path: every call through the in-sandbox agent (``on`` waits for it)."""
+    """The fast path: every call through the in-sandbox agent (``on``: the start waits for it)."""
 
     @pytest.fixture
     def sandbox_config(self, docker_image: str) -> SandboxConfig:
-        return SandboxConfig(
-            backend="docker",
-            image=docker_image,
-            workdir="/testbed",
-            lifetime=600,
-            options={"agent": "on"},
-        )
+        return _config(docker_image, "on")
 
 
 class TestDockerBackendOnPodman(SandboxConformance):

@@ -18,18 +18,22 @@ from sandbox_runtime.testing import SandboxConformance
 pytestmark = pytest.mark.docker
 
 
+def _config(emulator: Any, image: str, agent: str) -> SandboxConfig:
+    return SandboxConfig(
+        backend="kubernetes",
+        image=image,
+        workdir="/testbed",
+        lifetime=600,
+        options={**emulator.backend_options(), "agent": agent},
+    )
+
+
 class TestKubernetes(SandboxConformance):
     """The native path: every command through ``pods/exec``."""
 
     @pytest.fixture
     def sandbox_config(self, k8s_emulator: Any, docker_image: str) -> SandboxConfig:
-        return SandboxConfig(
-            backend="kubernetes",
-            image=docker_image,
-            workdir="/testbed",
-            lifetime=600,
-            options={**k8s_emulator.backend_options(), "agent": "off"},
-        )
+        return _config(k8s_emulator, docker_image, "off")
 
 
 class TestKubernetesAgent(SandboxConformance):
@@ -37,10 +41,4 @@ class TestKubernetesAgent(SandboxConformance):
 
     @pytest.fixture
     def sandbox_config(self, k8s_emulator: Any, docker_image: str) -> SandboxConfig:
-        return SandboxConfig(
-            backend="kubernetes",
-            image=docker_image,
-            workdir="/testbed",
-            lifetime=600,
-            options={**k8s_emulator.backend_options(), "agent": "on"},
-        )
+        return _config(k8s_emulator, docker_image, "on")

@@ -201,6 +201,17 @@ def add_limit_arguments(parser: argparse.ArgumentParser, operations: str, realis
     )
 
 
+def quotas(specs: list[Any], realistic: dict[str, Any]) -> dict[str, Any]:
+    """``--rate-limit`` values in order: ``realistic`` expands to the emulator's preset."""
+    chosen: dict[str, Any] = {}
+    for spec in specs:
+        if spec == "realistic":
+            chosen.update(realistic)
+        else:
+            chosen[spec[0]] = spec[1]
+    return chosen
+
+
 def run_interruptibly(runner: Any, progress: Any) -> list[Any] | None:
     """``runner.run()`` with SIGTERM acting as Ctrl-C; ``None`` when interrupted.
 

@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Any
 
-from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments
+from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments, quotas
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -101,19 +101,6 @@ def _default_isolation(backend: str) -> str | None:
     return "namespace" if usable else "none"
 
 
-def _quotas(specs: list[Any]) -> dict[str, Any]:
-    """``--rate-limit`` values in order: ``realistic`` expands to the documented table."""
-    from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
-
-    quotas: dict[str, Any] = {}
-    for spec in specs:
-        if spec == "realistic":
-            quotas.update(REALISTIC_QUOTAS)
-        else:
-            quotas[spec[0]] = spec[1]
-    return quotas
-
-
 def _emulator(args: argparse.Namespace) -> int:
     try:
         from sandbox_runtime.emulators.ags.server import AgsEmulator
@@ -141,7 +128,7 @@ def _emulator(args: argparse.Namespace) -> int:
         tcr_login=login,
         faults=args.fault,
         fault_seed=args.fault_seed,
-        rate_limits=_quotas(args.rate_limit),
+        rate_limits=quotas(args.rate_limit, _realistic_quotas()),
         latencies=dict(args.latency),
     )
 
@@ -174,3 +161,9 @@ def _emulator(args: argparse.Namespace) -> int:
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
         asyncio.run(run())
     return 0
+
+
+def _realistic_quotas() -> dict[str, Any]:
+    from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
+
+    return dict(REALISTIC_QUOTAS)

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments
+from sandbox_runtime.cli._args import add_fault_arguments, add_limit_arguments, quotas
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["register"]
@@ -77,19 +77,6 @@ def _help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _quotas(specs: list[Any]) -> dict[str, Any]:
-    """``--rate-limit`` values in order: ``realistic`` expands to the preset."""
-    from sandbox_runtime.emulators.kubernetes.server import REALISTIC_QUOTAS
-
-    quotas: dict[str, Any] = {}
-    for spec in specs:
-        if spec == "realistic":
-            quotas.update(REALISTIC_QUOTAS)
-        else:
-            quotas[spec[0]] = spec[1]
-    return quotas
-
-
 def _emulator(args: argparse.Namespace) -> int:
     try:
         from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
@@ -108,7 +95,7 @@ def _emulator(args: argparse.Namespace) -> int:
         fault_seed=args.fault_seed,
         tls=not args.plain_http,
         offline_images=args.offline_images,
-        rate_limits=_quotas(args.rate_limit),
+        rate_limits=quotas(args.rate_limit, _realistic_quotas()),
         latencies=dict(args.latency),
     )
     try:
@@ -141,3 +128,9 @@ def _emulator(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _realistic_quotas() -> dict[str, Any]:
+    from sandbox_runtime.emulators.kubernetes.server import REALISTIC_QUOTAS
+
+    return dict(REALISTIC_QUOTAS)
