@@ -149,3 +149,30 @@ def test_a_command_that_kills_the_agent_is_an_error_never_a_rerun(docker_image: 
         with pytest.raises(BackendError):
             sandbox.exec("echo once >> /tmp/runs; pkill -9 -f sandbox-agent; sleep 1")
         assert sandbox.exec("cat /tmp/runs").stdout == "once\n"
+
+
+def test_the_agent_answers_only_its_token(docker_image: str) -> None:
+    """Another sandbox on the same network reaches the agent's port, but not its commands."""
+    with (
+        SandboxRuntime(_config(docker_image, "on")) as target,
+        SandboxRuntime(_config(docker_image, "off")) as neighbour,
+    ):
+        address = target.exec("hostname -i").stdout.split()[0]
+        script = (
+            "import json, sys, urllib.request, urllib.error\n"
+            "base = f'http://{sys.argv[1]}:49983'\n"
+            "def post(path, body):\n"
+            "    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),"
+            " headers={'Content-Type': 'application/json'})\n"
+            "    try:\n"
+            "        return urllib.request.urlopen(request, timeout=5).status\n"
+            "    except urllib.error.HTTPError as exc:\n"
+            "        return exc.code\n"
+            "print(post('/init', {'accessToken': 'mine'}), post('/process.Process/List', {}))\n"
+        )
+        neighbour.write_text("/tmp/probe.py", script)
+        assert neighbour.exec(["python3", "/tmp/probe.py", address]).stdout.split() == [
+            "401",
+            "401",
+        ]
+        assert target.exec("echo still mine").stdout == "still mine\n"

@@ -2,8 +2,9 @@
 
 Routes: ``GET /health``, ``POST /init``, ``GET /envs``, ``GET|POST /files`` and the
 ``process.Process`` and ``filesystem.Filesystem`` services over Connect+JSON.  Access follows
-envd's rules: with an access token set, every route but ``/health``, ``/init`` and
-``/files`` needs ``X-Access-Token``; ``/files`` accepts the header or a valid signature.
+envd's rules: with an access token set, every route but ``/health`` and ``/files`` needs
+``X-Access-Token`` (``/init`` too, once a token is set); ``/files`` accepts the header or a
+valid signature.
 """
 
 from __future__ import annotations
@@ -196,6 +197,11 @@ class EnvdApp:
             await _respond(send, 204)
             return
         if path == "/init" and method == "POST":
+            # Open until a token is set (the orchestrator's first call sets it); after that
+            # only its holder may change it, or anyone who reaches the port could take over.
+            if self.access_token and not self._authorized(request):
+                await _json(send, 401, {"code": 401, "message": _UNAUTHORIZED})
+                return
             self._init(json.loads(request.body or b"{}"))
             await _respond(send, 204)
             return
