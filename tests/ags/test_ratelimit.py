@@ -205,3 +205,10 @@ def test_realistic_is_the_documented_table_and_later_flags_override_it() -> None
     assert quotas["StopSandboxInstance"] == REALISTIC_QUOTAS["AcquireSandboxInstanceToken"]
     assert REALISTIC_QUOTAS["StartSandboxInstance"] == Quota(100)
     assert REALISTIC_QUOTAS["DescribeSandboxInstanceList"] == Quota(20)
+
+
+def test_ags_cloud_rate_limit_code_pauses_one_window() -> None:
+    from sandbox_runtime.backends.ags.cloud import AgsApiError, _rate_limit_pause
+
+    assert _rate_limit_pause(AgsApiError("RequestLimitExceeded", "slow down")) == 1.0
+    assert _rate_limit_pause(AgsApiError("InternalError", "oops")) is None

@@ -110,14 +110,6 @@ def test_limiter_for_shares_one_limiter_per_key_and_takes_new_options() -> None:
         RateLimiter(rate=1, burst=0)
 
 
-def test_ags_cloud_rate_limit_code_pauses_one_window() -> None:
-    pytest.importorskip("tencentcloud")
-    from sandbox_runtime.backends.ags.cloud import AgsApiError, _rate_limit_pause
-
-    assert _rate_limit_pause(AgsApiError("RequestLimitExceeded", "slow down")) == 1.0
-    assert _rate_limit_pause(AgsApiError("InternalError", "oops")) is None
-
-
 def test_a_pause_ends_for_the_most_refused_calls_first() -> None:
     from sandbox_runtime.ratelimit import PAUSE_STAGGER, SENIORITY
 
