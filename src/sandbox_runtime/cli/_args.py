@@ -127,6 +127,18 @@ def price_for(backend: str, prices: Iterable[tuple[str, float]] | None) -> float
     return chosen.get(backend, chosen.get(""))
 
 
+def _usage_errors(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: its ``ValueError`` becomes a one-line usage error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
 def add_fault_arguments(
     parser: argparse.ArgumentParser, spec_parser: str, planes_and_kinds: str
 ) -> None:
@@ -139,16 +151,13 @@ def add_fault_arguments(
 
     def fault_spec(text: str) -> Any:
         parse: Callable[[str], Any] = getattr(importlib.import_module(module), function)
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+        return parse(text)
 
     parser.add_argument(
         "--fault",
         action="append",
         default=[],
-        type=fault_spec,
+        type=_usage_errors(fault_spec),
         metavar="PLANE:RATE[:KIND,...]",
         help=f"fail a fraction of a plane's requests ({planes_and_kinds}; default kinds: the "
         "first four, which a careful client recovers from); repeatable",
@@ -168,24 +177,13 @@ def add_limit_arguments(parser: argparse.ArgumentParser, operations: str, realis
     from sandbox_runtime.emulators._ratelimit import parse_latency, parse_rate_limit
 
     def rate_limit(text: str) -> Any:
-        if text == "realistic":
-            return text
-        try:
-            return parse_rate_limit(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    def latency(text: str) -> Any:
-        try:
-            return parse_latency(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text if text == "realistic" else parse_rate_limit(text)
 
     parser.add_argument(
         "--rate-limit",
         action="append",
         default=[],
-        type=rate_limit,
+        type=_usage_errors(rate_limit),
         metavar="OP=QPS[:BURST]",
         help=f"refuse an operation's requests over QPS per second per caller, as the real "
         f"service does ({operations}; * = every operation without its own); 'realistic' = "
@@ -195,7 +193,7 @@ def add_limit_arguments(parser: argparse.ArgumentParser, operations: str, realis
         "--latency",
         action="append",
         default=[],
-        type=latency,
+        type=_usage_errors(parse_latency),
         metavar="OP=SECONDS",
         help="answer an operation's admitted requests SECONDS late; repeatable",
     )
