@@ -248,21 +248,22 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         began = time.monotonic()
         api = self._api
         try:
+            agent = self._agent_wanted(api)
             if self.options.pull == "always":
                 self._pull()
             try:
-                container = self._create(api)
+                container = self._create(api, agent)
             except docker.errors.ImageNotFound:
                 if self.options.pull == "never":
                     raise
                 self._pull()
-                container = self._create(api)
+                container = self._create(api, agent)
             self._container = container
             self._call("start container", lambda: api.start(container))
-            if self._agent_wanted(api):
-                self._start_agent(container)
-                if self._agent is not None and self.options.agent == "on":
-                    self._agent.wait()  # "on": usable only through the agent
+            if agent:
+                link = self._start_agent(container)
+                if self.options.agent == "on":
+                    link.wait()  # "on": usable only through the agent
         except Exception as exc:
             self._remove_quietly()
             if isinstance(exc, (requests.exceptions.ConnectionError,)):
@@ -289,7 +290,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         # docker-py splits "repo:tag" and "repo@digest" itself and defaults the tag to latest.
         self._call("pull image", lambda: self._api.pull(image))
 
-    def _create(self, api: Any) -> str:
+    def _create(self, api: Any, agent: bool) -> str:
         config = self.config
         resources = config.resources
         host_config = api.create_host_config(
@@ -313,7 +314,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         labels[_BACKEND_LABEL] = self.name
         lifetime = int(config.lifetime + 0.999)
         entrypoint, command = ["sleep"], [str(lifetime)]
-        if self._agent_wanted(api):
+        if agent:
             launch = launch_command(lifetime)
             entrypoint, command = launch[:3], launch[3:]
 
@@ -353,14 +354,14 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         # docker-py names a unix-socket engine http+docker://; a TCP one may be elsewhere.
         return mode == "on" or str(getattr(api, "base_url", "")).startswith("http+docker:")
 
-    def _start_agent(self, container: str) -> None:
+    def _start_agent(self, container: str) -> AgentLink:
         """Upload the agent's files off the start path; the container's loop starts it.
 
         The upload (one engine call) overlaps the caller's first commands, which take the
         native path until the agent answers, so the start itself costs nothing more.
         """
         token = secrets.token_urlsafe(24)
-        self._agent = AgentLink(
+        self._agent = link = AgentLink(
             mode=self.options.agent,
             token=token,
             address=self._address,
@@ -368,7 +369,8 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             name=f"container {container[:12]}",
             wait=self.options.agent_wait,
         )
-        self._agent.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
+        link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
+        return link
 
     def _address(self) -> str | None:
         """The container's IP address on its first network (None without one)."""

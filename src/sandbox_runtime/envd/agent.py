@@ -178,11 +178,6 @@ class AgentLink:
         self._client: EnvdClient | None = None
         self._commands: EnvdCommands | None = None
 
-    @property
-    def ready(self) -> bool:
-        """True once calls go through the agent."""
-        return self._state == "ready"
-
     def start(self, upload: Callable[[], None]) -> None:
         """Upload the agent and wait for it on a daemon thread."""
         thread = threading.Thread(
@@ -194,9 +189,7 @@ class AgentLink:
         """Block until the agent answers; :class:`SandboxStartError` if it never will."""
         self._settled.wait()
         if self._state != "ready":
-            raise SandboxStartError(
-                f"{self._name}: the in-sandbox agent is required but {self._why}"
-            )
+            raise SandboxStartError(self._required())
 
     def commands(self) -> EnvdCommands | None:
         """The agent's command and file primitives, or None: use the native path this time."""
@@ -205,8 +198,11 @@ class AgentLink:
         if self._state == "ready":
             return self._commands
         if self._state == "absent" and self.mode == "on":
-            raise BackendError(f"{self._name}: the in-sandbox agent is required but {self._why}")
+            raise BackendError(self._required())
         return None
+
+    def _required(self) -> str:
+        return f"{self._name}: the in-sandbox agent is required but {self._why}"
 
     def _settle(self, upload: Callable[[], None]) -> None:
         try:

@@ -108,9 +108,9 @@ class EnvdCommands:
             self._translated(lambda: session.write(stdin_file, data), "upload stdin")
         # The marker only serves a decision to send a start again; with one attempt there is
         # none to make, and not creating it saves a process per command.
-        marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else ""
+        marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else None
         argv = _shell.wrapped_argv(
-            request.command, request.cwd, token, self._shell, stdin_file, marker or None
+            request.command, request.cwd, token, self._shell, stdin_file, marker
         )
         envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout, stderr = request.output_buffers()
@@ -177,7 +177,7 @@ class EnvdCommands:
         argv: list[str],
         envs: dict[str, str],
         server_timeout: float | None,
-        marker: str,
+        marker: str | None,
     ) -> Iterator[ProcessEvent]:
         """The events of ``argv``, started exactly once.
 
@@ -200,6 +200,7 @@ class EnvdCommands:
             except (httpx.TransportError, EnvdError) as exc:
                 if (
                     started
+                    or marker is None  # one attempt only: never a second start
                     or attempt == self._start_attempts
                     or _may_have_run(session, envs[_shell.TOKEN_VAR], marker)
                 ):

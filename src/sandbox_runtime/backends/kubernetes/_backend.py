@@ -266,22 +266,18 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         try:
             self._wait_running(cluster, began + self.config.start_timeout)
             self._prepare(began + self.config.start_timeout)
+            if self.options.agent != "off":
+                link = self._start_agent()
+                if self.options.agent == "on":
+                    link.wait()  # "on": usable only through the agent
         except BaseException:
             self._delete_quietly()
             raise
-        if self.options.agent != "off":
-            self._start_agent()
-            if self._agent is not None and self.options.agent == "on":
-                try:
-                    self._agent.wait()  # "on": usable only through the agent
-                except BaseException:
-                    self._delete_quietly()
-                    raise
 
-    def _start_agent(self) -> None:
+    def _start_agent(self) -> AgentLink:
         """Upload the agent's files (one exec) off the start path; the pod's loop starts it."""
         token = secrets.token_urlsafe(24)
-        self._agent = AgentLink(
+        self._agent = link = AgentLink(
             mode=self.options.agent,
             token=token,
             address=lambda: self._pod_ip,
@@ -289,7 +285,8 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             name=f"pod {self._pod}",
             wait=self.options.agent_wait,
         )
-        self._agent.start(lambda: self._native_put_archive(agent_archive(token)))
+        link.start(lambda: self._native_put_archive(agent_archive(token)))
+        return link
 
     def _create(self, cluster: Cluster, manifest: dict[str, Any]) -> None:
         def create() -> None:

@@ -15,7 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from sandbox_runtime.emulators._ratelimit import ServerLimits
-from sandbox_runtime.envd.server._http import Message, Scope
+from sandbox_runtime.envd.server._http import Message, Scope, request_body
 
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
@@ -80,12 +80,7 @@ class EmulatorApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         method: str = scope["method"]
         path: str = scope["path"]
         query: bytes = scope.get("query_string", b"")

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["ASGIApp", "serve"]
+__all__ = ["ASGIApp", "request_body", "serve"]
 
 logger = logging.getLogger("sandbox_runtime.envd.http")
 
@@ -215,6 +215,16 @@ class _Connection:
         if not state["done"]:
             return False
         return keep_alive and not state["broken"]
+
+
+async def request_body(receive: Callable[[], Awaitable[Message]]) -> bytes:
+    """An ASGI request's whole body, from however many messages it arrives in."""
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(bytes(message.get("body", b"")))
+        if not message.get("more_body"):
+            return b"".join(parts)
 
 
 async def serve(

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 from ._connect import ConnectError, end_of_stream, envelope, parse_envelopes, unb64
 from ._files import Files, parse_multipart
-from ._http import Message, Scope
+from ._http import Message, Scope, request_body
 from ._process import ProcessManager
 from ._users import UnknownUser, User, requested_name
 from ._users import current as current_user
@@ -153,12 +153,7 @@ class EnvdApp:
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         request = _Request(scope, body)
         try:
             await self._route(request, receive, send)
