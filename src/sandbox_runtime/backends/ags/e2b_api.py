@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import SecretStr
 
+from sandbox_runtime.envd.client import shared_tls_context
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
 from sandbox_runtime.ratelimit import RateLimiter
 from sandbox_runtime.retry import RetryPolicy, call_with_retries, retry_after_seconds
@@ -65,7 +66,9 @@ class E2bApi:
     ) -> None:
         self._key = api_key
         self._limiter = limiter
-        self._client = httpx.Client(base_url=api_url.rstrip("/"), timeout=request_timeout)
+        self._client = httpx.Client(
+            base_url=api_url.rstrip("/"), timeout=request_timeout, verify=shared_tls_context()
+        )
         self._policy = RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
 
     def close(self) -> None:
