@@ -11,6 +11,8 @@ Systems (``--only`` takes these names and the operations' names, comma-separated
   (``options={"agent": "off"}``).
 - ``fast``: this library's in-sandbox agent path (``options={"agent": "auto"}``); runs only when
   ``DockerOptions`` has the ``agent`` option, else it is reported as n/a.
+- ``fast-on``: the same with ``agent: "on"``: the start waits until the agent answers, and no
+  command takes the native path meanwhile (what a fan-out that runs commands at once wants).
 - ``mini``: mini-swe-agent's ``DockerEnvironment`` (the ``docker`` CLI per command).
 - ``swerex``: SWE-ReX's ``DockerDeployment`` and its runtime's ``execute`` / files API.
 - ``swerex-session``: the same, commands run in one bash session (``run_in_session``, with
@@ -78,12 +80,13 @@ OPS = {
 }
 # Samples per system per round: the cheap operations get a few, so medians settle sooner.
 REPEATS = {"start": 1, "exec": 5, "output": 3, "file": 3, "rollout": 1, "fanout": 1}
-SYSTEMS = ["raw", "floor", "native", "fast", "mini", "swerex", "swerex-session"]
+SYSTEMS = ["raw", "floor", "native", "fast", "fast-on", "mini", "swerex", "swerex-session"]
 LABELS = {
     "raw": "raw docker-py",
     "floor": "persistent in-container agent (floor)",
     "native": "sandbox-runtime native",
     "fast": "sandbox-runtime fast path",
+    "fast-on": "sandbox-runtime fast path, agent=on",
     "mini": "mini-swe-agent",
     "swerex": "SWE-ReX execute",
     "swerex-session": "SWE-ReX session",
@@ -91,7 +94,11 @@ LABELS = {
 # Chart colours: baselines grey, this library blue, peers orange.
 COLORS = {"raw": "#888888", "floor": "#888888", "mini": "#d9822b", "swerex": "#d9822b"}
 COLORS["swerex-session"] = COLORS["swerex"]
-SHORT = {"floor": "floor (in-container server)", "fast": "sandbox-runtime fast"}
+SHORT = {
+    "floor": "floor (in-container server)",
+    "fast": "sandbox-runtime fast",
+    "fast-on": "sandbox-runtime fast (on)",
+}
 
 
 # --- the systems that run in this process ------------------------------------------------
@@ -419,11 +426,12 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
     if name == "native":
         config = base.model_copy(update={"options": native})
         return InProcess(LABELS["native"], lambda: LibraryBox(config))
-    if name == "fast":
+    if name in ("fast", "fast-on"):
         if fast is None:
             return "this checkout has no fast path"
-        config = base.model_copy(update={"options": fast})
-        return InProcess(LABELS["fast"], lambda: LibraryBox(config))
+        options = fast if name == "fast" else {**fast, "agent": "on"}
+        config = base.model_copy(update={"options": options})
+        return InProcess(LABELS[name], lambda: LibraryBox(config))
     if name == "mini":
         python = args.mini_python or peer_python(args.peers_dir, "mini")
         if python is None:
