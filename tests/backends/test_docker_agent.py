@@ -92,6 +92,15 @@ def test_auto_moves_to_the_agent_once_it_answers(docker_image: str) -> None:
         assert "sandbox-agent" in parents
 
 
+def test_auto_waits_for_the_agent_of_an_image_that_has_shown_one(docker_image: str) -> None:
+    """Once an agent of the image answered, a new sandbox's first command waits for its own
+    agent rather than taking a docker exec while it boots."""
+    with SandboxRuntime(_config(docker_image, "on")):
+        pass  # its agent answered: the image runs one
+    with SandboxRuntime(_config(docker_image, "auto")) as sandbox:
+        assert _parent(sandbox) == "sandbox-agent"
+
+
 def test_off_never_starts_an_agent(docker_image: str) -> None:
     with SandboxRuntime(_config(docker_image, "off")) as sandbox:
         time.sleep(0.5)

@@ -113,8 +113,10 @@ class DockerOptions(BackendOptions):
     """HTTP connections kept to the engine; raise it for many parallel sandboxes."""
     agent: AgentMode = "auto"
     """The in-sandbox agent (fast exec and files): ``auto`` uses it once it answers, on an
-    engine on this host's unix socket, in a network other than ``host``/``none``; ``on``
-    requires it (the start waits for it and fails without it); ``off`` never starts it."""
+    engine on this host's unix socket, in a network other than ``host``/``none`` (until then
+    calls take ``docker exec``, or, for an image whose agent answered before, wait a few
+    seconds for it); ``on`` requires it (the start waits for it and fails without it);
+    ``off`` never starts it."""
     agent_wait: float = Field(default=30.0, gt=0)
     """Seconds after start that calls keep looking for the agent (``on``: wait) before
     settling on the native path (``on``: failing)."""
@@ -368,6 +370,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             is_alive=self.is_alive,
             name=f"container {container[:12]}",
             wait=self.options.agent_wait,
+            image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
         )
         link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
         return link

@@ -18,7 +18,8 @@ Nothing is published on the host.
 
 How it is used (:class:`AgentLink`): until the agent answers, and for good in an image without
 ``python3`` or a container whose address this host cannot reach, calls take the backend's
-native path; ``mode="on"`` waits for the agent instead and fails when it never answers.  If
+native path (or, for an image whose agent answered before, first wait a bounded time for it);
+``mode="on"`` waits for the agent instead and fails when it never answers.  If
 the agent stops answering later (a command killed it), a call that provably sent nothing
 falls back to the native path; a command whose connection broke after it started is an
 error, never run twice.
@@ -75,6 +76,15 @@ _PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
 _PROBE_FIRST_INTERVAL = 0.01
 _PROBE_MAX_INTERVAL = 0.05
 _REQUEST_TIMEOUT = 60.0
+# The least an ``auto`` call waits for an agent its image has shown it runs (see AgentLink).
+_MIN_PATIENCE = 5.0
+# How many times the slowest recent start of the image's agent a call waits for.
+_PATIENCE_FACTOR = 4.0
+
+# Per image (backend, engine and image reference), how long its agents recently took to answer
+# after their sandbox started: seconds, the slowest recent one weighing most.
+_answer_delays: dict[str, float] = {}
+_answer_delays_lock = threading.Lock()
 
 # The container's command ($1: lifetime): a background loop waits for the agent's files (the
 # last entry of their archive marks them complete), then starts it; the main process is the
@@ -179,6 +189,14 @@ class AgentLink:
     answers None (use the native path) without waiting, or, with ``mode="on"``, waits for the
     outcome and raises if there is no agent.  ``address`` gives the host the agent is reached
     at (None when the sandbox has none), ``is_alive`` whether the sandbox still runs.
+
+    ``image`` names what the sandbox runs.  Once an agent of that image has answered, a later
+    sandbox of it knows its agent is coming, and under load a native call costs more than the
+    wait (each ``docker exec`` competes with every booting sandbox for the engine and the
+    CPU): so with ``auto`` its first calls wait for the agent, for at most a few times the
+    image's recent answer delays (:func:`_patience`).  A wait that runs out is not repeated:
+    calls go native until the agent answers.  An agent that never answers makes its image
+    unknown again.
     """
 
     def __init__(
@@ -190,6 +208,7 @@ class AgentLink:
         is_alive: Callable[[], bool],
         name: str,
         wait: float,
+        image: str | None = None,
     ) -> None:
         self.mode = mode
         self._token = token
@@ -197,6 +216,9 @@ class AgentLink:
         self._is_alive = is_alive
         self._name = name
         self._wait = wait
+        self._image = image
+        self._started = time.monotonic()
+        self._patience: float | None = None
         self._settled = threading.Event()
         self._state: _State = "pending"
         self._why = ""
@@ -205,6 +227,8 @@ class AgentLink:
 
     def start(self, upload: Callable[[], None]) -> None:
         """Upload the agent and wait for it on a daemon thread."""
+        self._started = time.monotonic()
+        self._patience = _patience(self._image, self._wait)
         thread = threading.Thread(
             target=self._settle, args=(upload,), name="sandbox-agent", daemon=True
         )
@@ -218,8 +242,13 @@ class AgentLink:
 
     def commands(self) -> EnvdCommands | None:
         """The agent's command and file primitives, or None: use the native path this time."""
-        if self._state == "pending" and self.mode == "on":
-            self._settled.wait()
+        if self._state == "pending":
+            if self.mode == "on":
+                self._settled.wait()
+            elif self._patience is not None:
+                left = self._started + self._patience - time.monotonic()
+                if left <= 0 or not self._settled.wait(left):
+                    self._patience = None  # waited once: native until the agent answers
         if self._state == "ready":
             return self._commands
         if self._state == "absent" and self.mode == "on":
@@ -295,6 +324,7 @@ class AgentLink:
             shell=self._find_shell(self._client),
         )
         self._state = "ready"
+        _learn(self._image, time.monotonic() - self._started)
         logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
 
     @staticmethod
@@ -310,6 +340,8 @@ class AgentLink:
         return {b"bash": "bash", b"sh": "/bin/sh"}.get(out.strip())
 
     def _give_up(self, why: str) -> None:
+        if self._state == "pending":  # not a sandbox closed while its agent was starting
+            _learn(self._image, None)
         self._state, self._why = "absent", why
         logger.debug("%s: native exec (%s)", self._name, why)
 
@@ -357,9 +389,34 @@ class AgentLink:
     def close(self) -> None:
         """Close the connection pool; calls take the native path from now on."""
         self._state, self._why = "absent", "the sandbox was closed"
+        self._settled.set()  # a call waiting for the agent stops waiting
         client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _patience(image: str | None, wait: float) -> float | None:
+    """How long an ``auto`` call waits for this image's agent; None: it goes native at once."""
+    with _answer_delays_lock:
+        delay = _answer_delays.get(image) if image else None
+    if delay is None:
+        return None
+    return min(wait, max(_MIN_PATIENCE, _PATIENCE_FACTOR * delay))
+
+
+def _learn(image: str | None, delay: float | None) -> None:
+    """Record an agent of ``image`` answering ``delay`` s after its start, or never (None).
+
+    The slowest recent delay dominates and older ones halve with each new answer, so a burst
+    of starts raises the patience for the sandboxes of that burst, and it decays after.
+    """
+    if not image:
+        return
+    with _answer_delays_lock:
+        if delay is None:
+            _answer_delays.pop(image, None)
+        else:
+            _answer_delays[image] = max(delay, 0.5 * _answer_delays.get(image, 0.0))
 
 
 def _nothing_sent(exc: BaseException) -> bool:

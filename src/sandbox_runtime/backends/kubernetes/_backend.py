@@ -284,6 +284,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             is_alive=self.is_alive,
             name=f"pod {self._pod}",
             wait=self.options.agent_wait,
+            image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
         )
         link.start(lambda: self._native_put_archive(agent_archive(token)))
         return link

@@ -69,8 +69,9 @@ class KubernetesOptions(BackendOptions):
     agent: AgentMode = "auto"
     """The in-sandbox agent (fast exec and files; see :mod:`sandbox_runtime.envd.agent`),
     reached at the pod's IP, so only from where pod IPs route (in the cluster, or a local
-    one): ``auto`` uses it once it answers and the native exec until then or if it never
-    does; ``on`` requires it (the start waits for it); ``off`` never starts it."""
+    one): ``auto`` uses it once it answers and the native exec until then (for an image
+    whose agent answered before, after a wait of a few seconds for it) or if it never does;
+    ``on`` requires it (the start waits for it); ``off`` never starts it."""
     agent_wait: float = Field(default=30.0, gt=0)
     """Seconds after start to look for the agent before settling on the native exec."""
 
