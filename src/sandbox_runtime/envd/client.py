@@ -44,6 +44,8 @@ from sandbox_runtime.errors import (
 )
 from sandbox_runtime.retry import RetryPolicy, call_with_retries, retry_after_seconds
 
+from ._plain_http import PlainHttp
+
 __all__ = [
     "ENVD_PORT",
     "EnvdClient",
@@ -184,6 +186,7 @@ class EnvdClient:
         envd_version: str = "0.5.7",
         policy: RetryPolicy | None = None,
         compress: bool = True,
+        plain_files: bool = False,
     ) -> None:
         self.sandbox_id = sandbox_id
         self.request_timeout = request_timeout
@@ -202,6 +205,11 @@ class EnvdClient:
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         )
         self._token = token
+        # Whole-file reads and writes on a plain local link skip httpx (see _plain_http).
+        self._plain: PlainHttp | None = None
+        target = httpx.URL(base_url)
+        if plain_files and target.scheme == "http" and target.port:
+            self._plain = PlainHttp(target.host, target.port, timeout=request_timeout)
 
     @property
     def token(self) -> str | None:
@@ -213,8 +221,10 @@ class EnvdClient:
         self._token = token
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         self._client.close()
+        if self._plain is not None:
+            self._plain.close()
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = dict(extra or {})
@@ -328,7 +338,10 @@ class EnvdClient:
         """A whole file's bytes."""
 
         def call() -> bytes:
-            response = self._client.get(f"/files?path={quote(path)}", headers=self._headers())
+            target = f"/files?path={quote(path)}"
+            if self._plain is not None:
+                return self._plain_call("GET", target, None, self._headers(), f"read {path}")
+            response = self._client.get(target, headers=self._headers())
             if response.status_code != 200:
                 raise _error_for(response, f"read {path}")
             return response.content
@@ -383,6 +396,10 @@ class EnvdClient:
                 yield bytes(view[start : start + _UPLOAD_PIECE])
 
         def call() -> None:
+            if self._plain is not None and self._octet_upload:
+                headers = self._headers({"Content-Type": "application/octet-stream"})
+                self._plain_call("POST", f"/files?path={quote(path)}", data, headers, what)
+                return
             if self._octet_upload:
                 response = self._client.post(
                     f"/files?path={quote(path)}",
@@ -401,12 +418,24 @@ class EnvdClient:
                     headers=self._headers(),
                 )
             if response.status_code != 200:
-                raise _error_for(response, f"write {path}")
+                raise _error_for(response, what)
 
+        what = f"write {path}"
         try:
-            self._retried(call, f"write {path}")
+            self._retried(call, what)
         except EnvdError as exc:
             raise _mapped(exc, path) from exc
+
+    def _plain_call(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str], what: str
+    ) -> bytes:
+        assert self._plain is not None
+        status, answer_headers, content = self._plain.request(
+            method, target, body=body, headers=headers
+        )
+        if status != 200:
+            raise _error_for(httpx.Response(status, headers=answer_headers, content=content), what)
+        return content
 
     # -- processes ---------------------------------------------------------------------------
 

@@ -1,0 +1,105 @@
+"""The agent's whole-file transport: kept-alive stdlib connections, failures as httpx's."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from sandbox_runtime.envd._plain_http import PlainHttp
+
+
+class _Files(BaseHTTPRequestHandler):
+    """One file in memory; ``close_after`` answers then drops the connection unannounced."""
+
+    protocol_version = "HTTP/1.1"
+    stored = b""
+    connections: set[int] = set()
+
+    def do_GET(self) -> None:
+        self.connections.add(self.client_address[1])
+        if self.path.startswith("/missing"):
+            self._answer(404, b'{"code": "not_found", "message": "no such file"}')
+        else:
+            self._answer(200, _Files.stored)
+
+    def do_POST(self) -> None:
+        self.connections.add(self.client_address[1])
+        _Files.stored = self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer(200, b"[]")
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if self.server.close_after:  # type: ignore[attr-defined]
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    httpd.close_after = False  # type: ignore[attr-defined]
+    _Files.connections = set()
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _client(server: ThreadingHTTPServer) -> PlainHttp:
+    return PlainHttp("127.0.0.1", server.server_address[1], timeout=10)
+
+
+def test_a_round_trip_keeps_one_connection(server: ThreadingHTTPServer) -> None:
+    client = _client(server)
+    data = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    assert client.request("POST", "/files", body=data, headers={})[0] == 200
+    status, headers, content = client.request("GET", "/files", body=None, headers={})
+    assert (status, content, headers["content-length"]) == (200, data, str(len(data)))
+    assert len(_Files.connections) == 1
+    client.close()
+
+
+def test_an_error_answer_is_returned_whole(server: ThreadingHTTPServer) -> None:
+    status, _headers, content = _client(server).request("GET", "/missing", body=None, headers={})
+    assert (status, content) == (404, b'{"code": "not_found", "message": "no such file"}')
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced(
+    server: ThreadingHTTPServer,
+) -> None:
+    server.close_after = True  # type: ignore[attr-defined]
+    client = _client(server)
+    for _ in range(3):
+        assert client.request("POST", "/files", body=b"x", headers={})[0] == 200
+    assert len(_Files.connections) == 3
+
+
+def test_a_refused_connection_is_httpx_connect_error() -> None:
+    # The agent's callers fall back to the native path only on a refusal: nothing was sent.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        with pytest.raises(httpx.ConnectError):
+            PlainHttp("127.0.0.1", port, timeout=5).request("GET", "/", body=None, headers={})
+
+
+def test_a_server_that_stops_answering_is_a_read_timeout() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # accepts (the kernel does), never answers
+        client = PlainHttp("127.0.0.1", silent.getsockname()[1], timeout=0.3)
+        with pytest.raises(httpx.ReadTimeout):
+            client.request("GET", "/", body=None, headers={})
