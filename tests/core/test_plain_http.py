@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,6 +20,7 @@ class _Files(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     stored = b""
     connections: set[int] = set()
+    posts = 0
 
     def do_GET(self) -> None:
         self.connections.add(self.client_address[1])
@@ -29,14 +31,32 @@ class _Files(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.connections.add(self.client_address[1])
-        _Files.stored = self.rfile.read(int(self.headers["Content-Length"]))
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/stream":
+            _Files.posts += 1
+            self._stream([b"one ", b"two ", body])
+            return
+        _Files.stored = body
         self._answer(200, b"[]")
+
+    def _stream(self, pieces: list[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for piece in pieces:
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self._closing()
 
     def _answer(self, status: int, body: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        self._closing()
+
+    def _closing(self) -> None:
         if self.server.close_after:  # type: ignore[attr-defined]
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -51,6 +71,7 @@ def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Files)
     httpd.close_after = False  # type: ignore[attr-defined]
     _Files.connections = set()
+    _Files.posts = 0
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -103,3 +124,42 @@ def test_a_server_that_stops_answering_is_a_read_timeout() -> None:
         client = PlainHttp("127.0.0.1", silent.getsockname()[1], timeout=0.3)
         with pytest.raises(httpx.ReadTimeout):
             client.request("GET", "/", body=None, headers={})
+
+
+def _streamed(client: PlainHttp, body: bytes, *, read: bool = True) -> bytes:
+    answer = client.open_stream("/stream", body=body, headers={}, read_timeout=5)
+    try:
+        assert answer.status == 200
+        pieces = answer.pieces()
+        return b"".join(pieces) if read else next(pieces)
+    finally:
+        answer.close()
+
+
+def test_a_stream_read_to_its_end_gives_its_connection_back(
+    server: ThreadingHTTPServer,
+) -> None:
+    client = _client(server)
+    assert _streamed(client, b"three") == b"one two three"
+    assert _streamed(client, b"again") == b"one two again"
+    assert len(_Files.connections) == 1
+
+
+def test_a_stream_left_early_closes_its_connection(server: ThreadingHTTPServer) -> None:
+    client = _client(server)
+    assert _streamed(client, b"three", read=False) == b"one "
+    assert _streamed(client, b"three") == b"one two three"
+    assert len(_Files.connections) == 2
+
+
+def test_a_stream_is_never_sent_on_a_connection_the_server_closed(
+    server: ThreadingHTTPServer,
+) -> None:
+    server.close_after = True  # type: ignore[attr-defined]
+    client = _client(server)
+    for _ in range(3):
+        assert _streamed(client, b"x") == b"one two x"
+        time.sleep(0.05)  # idle a moment: the server's close reaches this side
+    # Each start reached the server once, each on a new connection: the closed idle one was
+    # seen as closed before anything was sent on it.
+    assert (_Files.posts, len(_Files.connections)) == (3, 3)

@@ -466,6 +466,9 @@ class EnvdClient:
         )
         if server_timeout is not None:
             headers["Connect-Timeout-Ms"] = str(int(server_timeout * 1000))
+        if self._plain is not None:
+            yield from self._plain_start(body, headers)
+            return
         request = self._client.build_request(
             "POST",
             "/process.Process/Start",
@@ -480,19 +483,44 @@ class EnvdClient:
         try:
             if response.status_code != 200:
                 response.read()
-                error = _error_for(response, "start")
-                if isinstance(error, EnvdUnauthorized):
-                    raise error
-                raise StartRefused(
-                    str(error),
-                    status=error.status,
-                    code=error.code,
-                    retry_after=error.retry_after,
-                    transient=error.transient,
-                )
+                raise _start_refused(_error_for(response, "start"))
             yield from _events(response.iter_raw())
         finally:
             response.close()
+
+    def _plain_start(self, body: bytes, headers: dict[str, str]) -> Iterator[ProcessEvent]:
+        """:meth:`start` on the plain pool: the same answers and errors."""
+        assert self._plain is not None
+        try:
+            answer = self._plain.open_stream(
+                "/process.Process/Start",
+                body=body,
+                headers=headers,
+                read_timeout=_STREAM_READ_TIMEOUT,
+            )
+        except httpx.ConnectError as exc:
+            raise StartRefused(f"start: cannot connect to envd: {exc}", transient=True) from exc
+        try:
+            if answer.status != 200:
+                content = b"".join(answer.pieces())
+                failed = httpx.Response(answer.status, headers=answer.headers, content=content)
+                raise _start_refused(_error_for(failed, "start"))
+            yield from _events(answer.pieces())
+        finally:
+            answer.close()
+
+
+def _start_refused(error: EnvdError) -> EnvdError:
+    """A start's refusal: safe to send again, unless the token was refused."""
+    if isinstance(error, EnvdUnauthorized):
+        return error
+    return StartRefused(
+        str(error),
+        status=error.status,
+        code=error.code,
+        retry_after=error.retry_after,
+        transient=error.transient,
+    )
 
 
 def _events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
