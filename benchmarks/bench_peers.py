@@ -24,7 +24,8 @@ Operations: ``start`` (until the sandbox accepts commands), ``exec`` (``echo hi`
 (1 MB of stdout), ``file`` (write then read a 1 MB file), ``rollout`` (60 agent commands in a
 small git repository: ls, cat, grep, sed -i, git diff, pytest), ``fanout`` (64 sandboxes at
 once, 20 execs each, then closed: wall time and failed sandboxes).  Each round runs each
-operation for every system, in an order rotated round by round, so load drifts hit all alike.
+operation for every system, in an order shuffled round by round, so load drifts and a
+neighbour's after-effects hit all alike.
 
 Setup and usage::
 
@@ -43,6 +44,7 @@ import io
 import json
 import os
 import platform
+import random
 import signal
 import socket
 import statistics
@@ -282,10 +284,16 @@ def summarize(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[round(0.9 * (len(ordered) - 1))]
 
 
-def rotated(names: list[str], round_index: int) -> list[str]:
-    """The systems' order in a round: each round starts one system later."""
-    shift = round_index % len(names) if names else 0
-    return names[shift:] + names[:shift]
+def shuffled(names: list[str], seed: int) -> list[str]:
+    """The systems' order for one pass: a new order each pass, the same in every run.
+
+    Not a rotation: that keeps neighbours, and a system measured right after one whose
+    ``docker exec`` calls leave the engine busy for a moment (exec clean-up) paid for it
+    in every round.
+    """
+    order = list(names)
+    random.Random(seed).shuffle(order)
+    return order
 
 
 def fmt(seconds: float) -> str:
@@ -558,8 +566,8 @@ def run(
             for op in ops:
                 if op == "fanout" and round_index < args.rounds - fanout_rounds:
                     continue
-                for _ in range(REPEATS[op]):
-                    for name in rotated(list(systems), round_index):
+                for repeat in range(REPEATS[op]):
+                    for name in shuffled(list(systems), 1000 * round_index + repeat):
                         before = len(client.api.containers()) if op == "fanout" else 0
                         answer = systems[name].run(op, args.sandboxes, args.execs)
                         record(results, op, name, answer)
