@@ -314,7 +314,7 @@ class AgentLink:
             # A local agent has no gateway in front of it: a refusal means it is gone.
             policy=RetryPolicy(attempts=1),
             compress=False,
-            plain_files=True,
+            plain_hot_path=True,
         )
         self._commands = EnvdCommands(
             self._session,

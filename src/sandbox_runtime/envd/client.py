@@ -186,7 +186,7 @@ class EnvdClient:
         envd_version: str = "0.5.7",
         policy: RetryPolicy | None = None,
         compress: bool = True,
-        plain_files: bool = False,
+        plain_hot_path: bool = False,
     ) -> None:
         self.sandbox_id = sandbox_id
         self.request_timeout = request_timeout
@@ -205,10 +205,10 @@ class EnvdClient:
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         )
         self._token = token
-        # Whole-file reads and writes on a plain local link skip httpx (see _plain_http).
+        # On a plain local link, process starts and whole-file calls skip httpx (_plain_http).
         self._plain: PlainHttp | None = None
         target = httpx.URL(base_url)
-        if plain_files and target.scheme == "http" and target.port:
+        if plain_hot_path and target.scheme == "http" and target.port:
             self._plain = PlainHttp(target.host, target.port, timeout=request_timeout)
 
     @property
