@@ -38,6 +38,12 @@ MAX_PAUSE = 300.0
 #: per refusal they lack (see :meth:`RateLimiter.acquire`).
 PAUSE_STAGGER = 0.04
 SENIORITY = 5
+#: Among calls refused :data:`SENIORITY` times or more, each further refusal (up to
+#: :data:`SENIOR_LEVELS` of them) lets a call go this much earlier than the others: all
+#: seniors going at once made a lottery that one call lost 54 times in a row (1,000
+#: sandboxes at 5 starts per second) until its 90 s ran out.
+SENIOR_STEP = 0.005
+SENIOR_LEVELS = 20
 
 
 class RateLimiter:
@@ -78,11 +84,10 @@ class RateLimiter:
         Each caller reserves its token under the lock (the bucket may go negative: a queue of
         reservations), then sleeps outside it, so callers pass in the order they came.
 
-        A pause ends in order of seniority: a call already ``refused`` that many times goes
-        first, newcomers last (:data:`PAUSE_STAGGER` apart, from :data:`SENIORITY` refusals
-        on at once).  A service that admits "the first N requests of each second" then
-        serves those that waited longest, so a burst of callers does not turn into a lottery
-        that an unlucky call keeps losing.
+        A pause ends in order of seniority: the call ``refused`` most often goes first,
+        newcomers last (:func:`_stagger`).  A service that admits "the first N requests of
+        each second" then serves those that waited longest, so a burst of callers does not
+        turn into a lottery that an unlucky call keeps losing.
         """
         with self._lock:
             now = time.monotonic()
@@ -94,8 +99,7 @@ class RateLimiter:
                 if self._tokens < 0:
                     wait = -self._tokens / self._rate
             if self._paused_until > now:
-                stagger = PAUSE_STAGGER * max(0, SENIORITY - refused)
-                wait = max(wait, self._paused_until - now + stagger)
+                wait = max(wait, self._paused_until - now + _stagger(refused))
         if wait > 0:
             time.sleep(wait)
         return wait
@@ -161,6 +165,17 @@ class RateLimiter:
         """Seconds left of the current pause (0 when none)."""
         with self._lock:
             return max(0.0, self._paused_until - time.monotonic())
+
+
+def _stagger(refused: int) -> float:
+    """How long after a pause's end a call ``refused`` that many times goes.
+
+    Seniors (:data:`SENIORITY` refusals or more) go first, :data:`SENIOR_STEP` apart per
+    refusal; newcomers after all of them, :data:`PAUSE_STAGGER` apart per refusal they lack.
+    """
+    newcomer = PAUSE_STAGGER * max(0, SENIORITY - refused)
+    senior = SENIOR_STEP * max(0, SENIOR_LEVELS - max(0, refused - SENIORITY))
+    return newcomer + senior
 
 
 _limiters: dict[str, RateLimiter] = {}

@@ -143,8 +143,10 @@ def call_with_retries(
         asked = retry_after(error) if retry_after is not None and error is not None else None
         if asked is not None and limiter is not None:
             limiter.pause(asked, since=sent[0])
-            # What is left of the pause, counted from when this attempt was sent.
-            asked = max(0.0, sent[0] + asked - time.monotonic())
+            # The limiter holds the next attempt until the pause ends, in order of seniority
+            # (RateLimiter.acquire); sleeping through the pause here instead woke every
+            # refused caller at its end at once, a lottery one call lost 89 times in a row.
+            asked = None
         chosen = max(backoff, asked) if asked is not None else backoff
         return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
 

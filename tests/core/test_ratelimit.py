@@ -111,20 +111,28 @@ def test_limiter_for_shares_one_limiter_per_key_and_takes_new_options() -> None:
 
 
 def test_a_pause_ends_for_the_most_refused_calls_first() -> None:
-    from sandbox_runtime.ratelimit import PAUSE_STAGGER, SENIORITY
+    from sandbox_runtime.ratelimit import PAUSE_STAGGER, SENIOR_LEVELS, SENIOR_STEP, SENIORITY
 
     limiter = RateLimiter()
     limiter.pause(0.2)
-    waits = {refused: 0.0 for refused in (0, 2, SENIORITY, SENIORITY + 3)}
+    most = SENIORITY + SENIOR_LEVELS
+    counts = (0, 2, SENIORITY, SENIORITY + 3, SENIORITY + 10, most, most + 30)
+    waits = dict.fromkeys(counts, 0.0)
     for refused in waits:
         paused = limiter.paused_for()
         waited = limiter.acquire(refused=refused)
         waits[refused] = waited - paused
         limiter.pause(0.2)
-    assert waits[SENIORITY] < 0.03
-    assert waits[SENIORITY + 3] < 0.03
-    assert waits[2] >= PAUSE_STAGGER * (SENIORITY - 2) - 0.01
-    assert waits[0] >= PAUSE_STAGGER * SENIORITY - 0.01
+    # Strictly in order of refusals, up to the last level; past it, at the pause's end.
+    assert waits[most + 30] < 0.03
+    assert waits[most] < 0.03
+    seniors = [waits[SENIORITY + 10], waits[SENIORITY + 3], waits[SENIORITY]]
+    assert seniors == sorted(seniors)
+    assert waits[SENIORITY] >= SENIOR_STEP * SENIOR_LEVELS - 0.01
+    assert waits[SENIORITY + 3] <= SENIOR_STEP * (SENIOR_LEVELS - 3) + 0.03
+    # Newcomers after every senior.
+    assert waits[2] >= waits[SENIORITY] + PAUSE_STAGGER * (SENIORITY - 2) - 0.01
+    assert waits[0] >= waits[SENIORITY] + PAUSE_STAGGER * SENIORITY - 0.01
     assert limiter.acquire(refused=0) > 0, "a pause is still on"
 
 
@@ -138,3 +146,29 @@ def test_one_burst_refused_together_shares_one_pause() -> None:
     time.sleep(limiter.paused_for())
     limiter.pause(0.5, since=time.monotonic())  # a call sent after the pause: a new one
     assert limiter.paused_for() > 0.4
+
+
+def test_a_refused_call_waits_out_the_pause_in_the_limiter_in_its_turn() -> None:
+    """The retry does not sleep through the pause itself: it would wake at the pause's end
+    with every other refused caller at once, outside the order of seniority."""
+    from sandbox_runtime.ratelimit import _stagger
+
+    limiter = RateLimiter()
+    sends: list[float] = []
+
+    def refused_once() -> str:
+        sends.append(time.monotonic())
+        if len(sends) == 1:
+            raise Throttled(0.5)
+        return "created"
+
+    call_with_retries(
+        refused_once,
+        lambda e: isinstance(e, Throttled),
+        description="create",
+        policy=FAST,
+        retry_after=lambda e: e.retry_after if isinstance(e, Throttled) else None,
+        limiter=limiter,
+    )
+    # Nothing else got through meanwhile: a failed attempt, so a newcomer's turn.
+    assert sends[1] - sends[0] >= 0.5 + _stagger(0) - 0.02
