@@ -39,9 +39,9 @@ MAX_PAUSE = 300.0
 PAUSE_STAGGER = 0.04
 SENIORITY = 5
 #: Among calls refused :data:`SENIORITY` times or more, each further refusal (up to
-#: :data:`SENIOR_LEVELS` of them) lets a call go this much earlier than the others: all
-#: seniors going at once made a lottery that one call lost 54 times in a row (1,000
-#: sandboxes at 5 starts per second) until its 90 s ran out.
+#: :data:`SENIOR_LEVELS` of them) lets a call go this much earlier than the others, so
+#: seniors do not draw lots among themselves either: under 5 starts per second for 32
+#: callers, a call that keeps losing the draw runs out of its 90 s.
 SENIOR_STEP = 0.005
 SENIOR_LEVELS = 20
 
