@@ -141,13 +141,14 @@ def call_with_retries(
         backoff = random.uniform(0, min(policy.max_wait, policy.initial_wait * 2**failures))
         error = state.outcome.exception() if state.outcome is not None else None
         asked = retry_after(error) if retry_after is not None and error is not None else None
+        chosen = backoff
         if asked is not None and limiter is not None:
-            limiter.pause(asked, since=sent[0])
             # The limiter holds the next attempt until the pause ends, in order of seniority
             # (RateLimiter.acquire); sleeping through the pause here instead woke every
             # refused caller at its end at once, a lottery one call lost 89 times in a row.
-            asked = None
-        chosen = max(backoff, asked) if asked is not None else backoff
+            limiter.pause(asked, since=sent[0])
+        elif asked is not None:
+            chosen = max(backoff, asked)
         return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
 
     def log_retry(state: RetryCallState) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -64,6 +65,18 @@ class Throttled(Exception):
         self.retry_after = retry_after
 
 
+def _create(operation: Callable[[], str], limiter: RateLimiter) -> str:
+    """``operation`` with retries on :class:`Throttled`, waiting what it asks for."""
+    return call_with_retries(
+        operation,
+        lambda e: isinstance(e, Throttled),
+        description="create",
+        policy=FAST,
+        retry_after=lambda e: e.retry_after if isinstance(e, Throttled) else None,
+        limiter=limiter,
+    )
+
+
 def test_a_retry_after_pauses_the_other_callers_of_the_control_plane() -> None:
     limiter = RateLimiter()
     refused = threading.Event()
@@ -84,14 +97,7 @@ def test_a_retry_after_pauses_the_other_callers_of_the_control_plane() -> None:
 
     other = threading.Thread(target=other_call)
     other.start()
-    result = call_with_retries(
-        refused_once,
-        lambda e: isinstance(e, Throttled),
-        description="create",
-        policy=FAST,
-        retry_after=lambda e: e.retry_after if isinstance(e, Throttled) else None,
-        limiter=limiter,
-    )
+    result = _create(refused_once, limiter)
     other.join()
     assert result == "created"
     assert limiter.pauses == 1
@@ -162,13 +168,6 @@ def test_a_refused_call_waits_out_the_pause_in_the_limiter_in_its_turn() -> None
             raise Throttled(0.5)
         return "created"
 
-    call_with_retries(
-        refused_once,
-        lambda e: isinstance(e, Throttled),
-        description="create",
-        policy=FAST,
-        retry_after=lambda e: e.retry_after if isinstance(e, Throttled) else None,
-        limiter=limiter,
-    )
+    _create(refused_once, limiter)
     # Nothing else got through meanwhile: a failed attempt, so a newcomer's turn.
     assert sends[1] - sends[0] >= 0.5 + _stagger(0) - 0.02

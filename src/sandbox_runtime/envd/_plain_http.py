@@ -16,6 +16,7 @@ connection, and never a request that is not.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import select
 import socket
@@ -61,15 +62,9 @@ class PlainHttp:
     ) -> PlainStream:
         """POST ``body`` (sent once, never again) and read the answer's head; close it after."""
         connection = self._take() or self._connect()
-        try:
+        with _closed_on_failure(connection, f"POST {target}"):
             connection.request("POST", target, body=body, headers=dict(headers))
             response = connection.getresponse()
-        except _FAILURES as exc:
-            connection.close()
-            raise _mapped(exc, f"POST {target}") from exc
-        except BaseException:
-            connection.close()
-            raise
         assert connection.sock is not None
         connection.sock.settimeout(read_timeout)
         return PlainStream(self, connection, response, target)
@@ -113,21 +108,15 @@ class PlainHttp:
         body: bytes | None,
         headers: Mapping[str, str],
     ) -> PlainResponse:
-        try:
+        with _closed_on_failure(connection, f"{method} {target}"):
             connection.request(method, target, body=body, headers=dict(headers))
             response = connection.getresponse()
             content = response.read()
-        except _FAILURES as exc:
-            connection.close()
-            raise _mapped(exc, f"{method} {target}") from exc
-        except BaseException:
-            connection.close()
-            raise
         if response.will_close:
             connection.close()
         else:
             self.keep(connection)
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, content
+        return response.status, _lowered(response), content
 
     def keep(self, connection: http.client.HTTPConnection) -> None:
         """Keep an idle connection for the next request (up to a few)."""
@@ -153,7 +142,7 @@ class PlainStream:
         self._response = response
         self._target = target
         self.status = response.status
-        self.headers = {k.lower(): v for k, v in response.getheaders()}
+        self.headers = _lowered(response)
 
     def pieces(self) -> Iterator[bytes]:
         """The body as it arrives (chunked encoding undone), failures as httpx's."""
@@ -177,6 +166,23 @@ class PlainStream:
             self._pool.keep(connection)
         else:
             connection.close()
+
+
+@contextlib.contextmanager
+def _closed_on_failure(connection: http.client.HTTPConnection, what: str) -> Iterator[None]:
+    """An exchange on ``connection``: any failure closes it, a transport one as httpx's."""
+    try:
+        yield
+    except _FAILURES as exc:
+        connection.close()
+        raise _mapped(exc, what) from exc
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _lowered(response: http.client.HTTPResponse) -> dict[str, str]:
+    return {name.lower(): value for name, value in response.getheaders()}
 
 
 def _mapped(exc: http.client.HTTPException | OSError, what: str) -> httpx.TransportError:
