@@ -51,14 +51,12 @@ def docker_problem() -> str | None:
 
 @cache
 def bwrap_problem() -> str | None:
-    """Why namespace isolation cannot run here, or None."""
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bubblewrap is not installed"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--unshare-pid", "true"], capture_output=True, check=False
-    )
-    return None if probe.returncode == 0 else probe.stderr.decode(errors="replace")
+    """Why namespace isolation cannot run here, or None (the backend's own probe, which
+    retries a start that lost a race with the host's mounts)."""
+    from sandbox_runtime.backends.local import LocalBackend, LocalOptions
+
+    availability = LocalBackend.availability(LocalOptions(isolation="namespace"))
+    return None if availability.ok else availability.reason
 
 
 @pytest.fixture(scope="session")

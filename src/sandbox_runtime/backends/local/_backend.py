@@ -39,10 +39,9 @@ import stat
 import subprocess
 import tarfile
 import tempfile
-import threading
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -70,6 +69,7 @@ from sandbox_runtime.errors import (
 from sandbox_runtime.ownership import make_labels, why_reapable
 from sandbox_runtime.results import ExecResult, FileInfo, FileType
 
+from ._bubblewrap import Bubblewrap
 from ._process import kill_marked, run_process
 
 __all__ = ["LocalBackend", "LocalOptions"]
@@ -179,79 +179,6 @@ def _remove_tree(path: Path) -> None:
         shutil.rmtree(path, onerror=make_writable_and_retry)
 
 
-class _Bubblewrap:
-    """Builds bubblewrap command lines and remembers whether bubblewrap works here."""
-
-    _probe_lock = threading.Lock()
-    _probed: ClassVar[dict[str, str]] = {}
-
-    @classmethod
-    def problem(cls, binary: str) -> str:
-        """Empty if ``binary`` can create namespaces here, else why not."""
-        with cls._probe_lock:
-            if binary not in cls._probed:
-                cls._probed[binary] = cls._probe(binary)
-            return cls._probed[binary]
-
-    @staticmethod
-    def _probe(binary: str) -> str:
-        path = shutil.which(binary)
-        if path is None:
-            return f"{binary!r} not found (install bubblewrap, e.g. apt-get install bubblewrap)"
-        try:
-            probe = subprocess.run(
-                [path, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"bubblewrap failed to run: {exc}"
-        if probe.returncode != 0:
-            reason = probe.stderr.decode(errors="replace").strip()
-            return f"bubblewrap cannot create namespaces here: {reason}"
-        return ""
-
-    @staticmethod
-    def host_entries(root: Path) -> list[tuple[str, str | None]]:
-        """The host's top-level entries the sandbox lacks: ``(name, link target or None)``.
-
-        Makes an empty stand-in for each in ``root`` (a directory, or the same symlink), the
-        mount point of the read-only bind that shows the host's entry there.
-        """
-        own = {entry.name for entry in os.scandir(root)}
-        entries: list[tuple[str, str | None]] = []
-        for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-            if entry.name in own or entry.name in ("proc", "dev", "tmp"):
-                continue
-            if entry.is_symlink():
-                target = os.readlink(entry.path)
-                os.symlink(target, root / entry.name)
-                entries.append((entry.name, target))
-            elif entry.is_dir():
-                (root / entry.name).mkdir()
-                entries.append((entry.name, None))
-        return entries
-
-    @staticmethod
-    def argv(
-        binary: str,
-        root: Path,
-        entries: list[tuple[str, str | None]],
-        cwd: str,
-        network: bool,
-    ) -> list[str]:
-        args = [binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        if not network:
-            args.append("--unshare-net")
-        args += ["--bind", str(root), "/"]
-        for name, target in entries:
-            if target is None:
-                args += ["--ro-bind", f"/{name}", f"/{name}"]
-        args += ["--dev", "/dev", "--proc", "/proc", "--chdir", cwd, "--"]
-        return args
-
-
 class LocalBackend(Backend[LocalOptions]):
     """Sandboxes as host directories and processes; see the module docstring."""
 
@@ -277,13 +204,16 @@ class LocalBackend(Backend[LocalOptions]):
         self._stopped = False
         self._shell = shutil.which("bash") or "/bin/sh"
         self._host_entries: list[tuple[str, str | None]] | None = None
+        # Markers killed by kill_marked: a command whose bubblewrap setup failed is not
+        # started again once its marker was killed (see Bubblewrap.run).
+        self._killed_markers: set[str] = set()
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Always usable; ``namespace`` isolation additionally needs working bubblewrap."""
         opts = cls.coerce_options(options)
         if opts.isolation == "namespace":
-            problem = _Bubblewrap.problem(opts.bwrap_path)
+            problem = Bubblewrap.problem(opts.bwrap_path)
             if problem:
                 return Availability(False, problem)
         return Availability(True)
@@ -305,7 +235,7 @@ class LocalBackend(Backend[LocalOptions]):
         if not self.options.network and self.options.isolation != "namespace":
             raise ConfigError("local backend: network=False needs isolation='namespace'")
         if self.options.isolation == "namespace":
-            problem = _Bubblewrap.problem(self.options.bwrap_path)
+            problem = Bubblewrap.problem(self.options.bwrap_path)
             if problem:
                 raise BackendUnavailableError(f"local backend, namespace isolation: {problem}")
         limits = self.config.resources.model_dump(exclude_none=True)
@@ -342,7 +272,7 @@ class LocalBackend(Backend[LocalOptions]):
             if self.options.isolation == "namespace":
                 for mount_point in ("dev", "proc"):
                     (self._root / mount_point).mkdir(exist_ok=True)
-                self._host_entries = _Bubblewrap.host_entries(self._root)
+                self._host_entries = Bubblewrap.host_entries(self._root)
                 (self._home / _HOST_ENTRIES).write_text(
                     json.dumps(self._host_entries), encoding="utf-8"
                 )
@@ -517,7 +447,7 @@ class LocalBackend(Backend[LocalOptions]):
         )
         env = dict(os.environ) if self.options.inherit_env else {"PATH": os.defpath}
         if self.options.isolation == "namespace":
-            argv = _Bubblewrap.argv(
+            argv = Bubblewrap.argv(
                 self.options.bwrap_path,
                 self._root,
                 self._namespace_entries(),
@@ -539,7 +469,8 @@ class LocalBackend(Backend[LocalOptions]):
         env[_MARKER_VAR] = self._id
         token = _shell.new_token()
         env[_shell.TOKEN_VAR] = token
-        try:
+
+        def start(argv: list[str], pass_fds: tuple[int, ...]) -> ExecResult:
             return run_process(
                 argv,
                 cwd=cwd_for_popen,
@@ -550,7 +481,17 @@ class LocalBackend(Backend[LocalOptions]):
                 display=request.display,
                 kill_marker=f"{_shell.TOKEN_VAR}={token}",
                 buffers=request.output_buffers(),
+                pass_fds=pass_fds,
             )
+
+        try:
+            if self.options.isolation == "namespace":
+
+                def killed() -> bool:
+                    return any(f"{k}={v}" in self._killed_markers for k, v in request.env.items())
+
+                return Bubblewrap.run(argv, start, cancelled=killed)
+            return start(argv, ())
         except FileNotFoundError as exc:
             # An argument vector naming a missing program: report it as a shell would.
             message = f"{exc.filename or argv[0]}: command not found\n".encode()
@@ -558,6 +499,7 @@ class LocalBackend(Backend[LocalOptions]):
 
     def kill_marked(self, marker: str) -> bool:
         """Host-side: every process of this user whose environment holds ``marker``."""
+        self._killed_markers.add(marker)
         kill_marked(marker)
         return True
 

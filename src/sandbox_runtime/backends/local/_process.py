@@ -39,12 +39,14 @@ def run_process(
     on_start: Callable[[int], None] | None = None,
     kill_marker: str | None = None,
     buffers: tuple[HeadTailBuffer, HeadTailBuffer] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ExecResult:
     """Run ``argv`` and return its result; see the module docstring for the rules.
 
     ``kill_marker`` is a ``NAME=value`` entry of ``env`` unique to this command: on timeout,
     every process whose environment carries it is killed too, so children that left the
-    process group (``setsid``, daemons) do not outlive the command.
+    process group (``setsid``, daemons) do not outlive the command.  ``pass_fds`` are open
+    descriptors the process inherits (every other one is closed).
     """
     began = time.monotonic()
     deadline = None if timeout is None else began + timeout
@@ -57,6 +59,7 @@ def run_process(
         stderr=subprocess.PIPE,
         start_new_session=True,
         close_fds=True,
+        pass_fds=tuple(pass_fds),
     )
     if on_start is not None:
         on_start(process.pid)

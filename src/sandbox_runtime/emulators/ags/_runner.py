@@ -49,13 +49,6 @@ DEFAULT_USER = "user"
 # Variables the local backend sets for its processes; envd must hand them on, or the
 # backend could not find (and kill) the commands envd starts.
 _KEEP_ENV = ("SANDBOX_RUNTIME_ID", "SANDBOX_RUNTIME_ROOT", "TMPDIR")
-#: How bubblewrap says it could not set the sandbox up (nothing ran).  Its recursive bind of
-#: a host directory races with mounts that come and go under it (a Docker engine on the same
-#: host starting containers: ``/var/lib/docker/overlay2/.../merged``, ``/run/docker/...``).
-_BWRAP_SETUP_FAILED = "bwrap: Can't bind mount"
-#: Launches of an instance's envd tried when bubblewrap's setup races (the host's problem,
-#: not the emulated service's).
-_LAUNCHES = 3
 
 
 def _local_interpreter() -> str:
@@ -227,13 +220,9 @@ class InstanceRunner:
         runtime = self._runtime
         assert runtime is not None
         try:
-            for launch in range(1, _LAUNCHES + 1):
-                result = runtime.exec(self._envd_command(), timeout=None, cwd="/")
-                said = (result.stderr or "").strip()[-500:]
-                raced = result.exit_code == 1 and said.startswith(_BWRAP_SETUP_FAILED)
-                if not raced or launch == _LAUNCHES or self._stopped.is_set():
-                    break
-                logger.warning("instance envd launch %d raced a host mount: %s", launch, said)
+            # A local sandbox's bubblewrap retries its own setup races (backends/local).
+            result = runtime.exec(self._envd_command(), timeout=None, cwd="/")
+            said = (result.stderr or "").strip()[-500:]
             self._envd_exit = f"envd exited with code {result.exit_code}" + (
                 f" ({said})" if said else ""
             )
