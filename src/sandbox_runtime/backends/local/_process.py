@@ -25,6 +25,11 @@ _READ_SIZE = 65536
 # After the command exits, background children may still hold the pipes open; their
 # output is not the command's, so we read what is already there and stop shortly after.
 _DRAIN_AFTER_EXIT = 0.05
+# kill_marked: at most this many scans of /proc, the n-th n * _KILL_PASS_GAP s after the last.
+_KILL_PASSES = 5
+_KILL_PASS_GAP = 0.005
+# The flag of a kernel thread in /proc/<pid>/stat (include/linux/sched.h).
+_PF_KTHREAD = 0x00200000
 
 
 def run_process(
@@ -94,26 +99,66 @@ def kill_marked(marker: str) -> int:
 
     Reads ``/proc/<pid>/environ``, which only the processes' owner (or root) can read, so it
     never reaches another user's processes.  Returns how many were found.
+
+    As the in-sandbox kill script does (``_shell.kill_group_script``), every carrier is
+    stopped before any is killed: killing in ``/proc`` order let ``sh -c 'sleep 4; echo late
+    > f'`` write ``f`` when its sleep's pid came first.  And one scan is not enough: a
+    process in the middle of ``execve`` (a ``setsid sh -c ...`` just forked) reads an empty
+    environment until the new program's stack is set up.  So scans repeat, a few
+    milliseconds apart, while the last one found a carrier or saw such a process.
     """
     wanted = marker.encode()
-    found = 0
+    carriers: set[int] = set()
+    for attempt in range(_KILL_PASSES):
+        stopped, unsure = _stop_marked(wanted, carriers)
+        if not (stopped or unsure):
+            break
+        time.sleep(_KILL_PASS_GAP * (attempt + 1))
+    for pid in carriers:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(carriers)
+
+
+def _stop_marked(wanted: bytes, carriers: set[int]) -> tuple[int, int]:
+    """One scan: SIGSTOP each carrier not yet in ``carriers`` and add it there.
+
+    Returns how many it stopped, and how many processes it could not judge (mid-``execve``).
+    """
+    stopped = unsure = 0
     own = os.getpid()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == own:
+        if not name.isdigit() or int(name) in carriers or int(name) == own:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
-                entries = handle.read().split(b"\0")
+                environ = handle.read()
         except OSError:
             continue
-        if wanted in entries:
-            found += 1
-            pid = int(name)
+        if not environ:
+            unsure += _in_exec(name)
+        elif wanted in environ.split(b"\0"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-    return found
+                os.kill(int(name), signal.SIGSTOP)
+            carriers.add(int(name))
+            stopped += 1
+    return stopped, unsure
+
+
+def _in_exec(name: str) -> bool:
+    """Whether a process whose environment reads empty may be a user process mid-``execve``.
+
+    Kernel threads and zombies always read empty; anything else might be between programs.
+    """
+    try:
+        with open(f"/proc/{name}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    state, flags = fields[0], int(fields[6])
+    return state not in (b"Z", b"X") and not flags & _PF_KTHREAD
 
 
 def _open_pidfd(pid: int) -> int | None:
