@@ -130,30 +130,30 @@ def _stop_marked(wanted: bytes, carriers: set[int]) -> tuple[int, int]:
     stopped = unsure = 0
     own = os.getpid()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in carriers or int(name) == own:
+        if not name.isdigit() or (pid := int(name)) in carriers or pid == own:
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as handle:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
                 environ = handle.read()
         except OSError:
             continue
         if not environ:
-            unsure += _in_exec(name)
+            unsure += _in_exec(pid)
         elif wanted in environ.split(b"\0"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(name), signal.SIGSTOP)
-            carriers.add(int(name))
+                os.kill(pid, signal.SIGSTOP)
+            carriers.add(pid)
             stopped += 1
     return stopped, unsure
 
 
-def _in_exec(name: str) -> bool:
+def _in_exec(pid: int) -> bool:
     """Whether a process whose environment reads empty may be a user process mid-``execve``.
 
     Kernel threads and zombies always read empty; anything else might be between programs.
     """
     try:
-        with open(f"/proc/{name}/stat", "rb") as handle:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return False
