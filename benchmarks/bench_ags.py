@@ -14,7 +14,7 @@ import statistics
 import time
 
 from sandbox_runtime import SandboxRuntime
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def measure(sandbox: SandboxRuntime, runs: int) -> list[float]:

@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe import read_rows, tamper
 from sandbox_runtime.swe.agents import make_agent
 from sandbox_runtime.swe.dataset import load_rows

@@ -27,7 +27,7 @@ from typing import Any
 from bench_core import DEFAULT_IMAGE, report, timed
 
 from sandbox_runtime import SandboxConfig, SandboxRuntime
-from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
 
 def _raw_pod(name: str, image: str) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from sandbox_runtime import (
     SandboxError,
     SandboxPool,
     SandboxRuntime,
-    limits,
 )
+from sandbox_runtime._core import limits
 
 DEFAULT_IMAGE = "sandbox-runtime-test/base:bookworm"
 

@@ -49,12 +49,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstalled when pyproject.toml changed since the last install (entry points and extras live
 # in the installed metadata), or when something the tests import is missing.
+# The emulators are a distribution of their own (emulators/), installed beside the library.
 stamp=".venv/.pyproject.sha256"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$(sha256sum pyproject.toml | cut -d' ' -f1)" ] \
-  || ! .venv/bin/python -c 'import sandbox_runtime, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
-  log "installing sandbox-runtime[all,test]"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]'
-  sha256sum pyproject.toml | cut -d' ' -f1 >"$stamp"
+projects="$(cat pyproject.toml emulators/pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$projects" ] \
+  || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
+  log "installing sandbox-runtime[all,test] and sandbox-runtime-emulators"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]' -e ./emulators
+  echo "$projects" >"$stamp"
 fi
 
 # 4. The Docker test image (cached as a rootfs tarball under ~/.cache/sandbox-runtime).
@@ -64,8 +66,8 @@ bash tests/images/build-base-image.sh
 # 5. Static checks: lint, format, strict types, and the layer map (import-linter contracts).
 if [ "$#" -eq 0 ]; then
   log "ruff, mypy, lint-imports"
-  .venv/bin/ruff check src tests benchmarks examples
-  .venv/bin/ruff format --check src tests benchmarks examples
+  .venv/bin/ruff check src emulators tests benchmarks examples
+  .venv/bin/ruff format --check src emulators tests benchmarks examples
   .venv/bin/mypy
   .venv/bin/lint-imports
 fi

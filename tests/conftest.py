@@ -73,7 +73,7 @@ def kubernetes_problem() -> str | None:
         import kubernetes  # noqa: F401
         import wsproto  # noqa: F401
     except ImportError:
-        return "needs pip install -e '.[kubernetes,kubernetes-emulator]'"
+        return "needs pip install -e '.[kubernetes]' -e ./emulators"
     return docker_problem()
 
 
@@ -81,7 +81,7 @@ def kubernetes_problem() -> str | None:
 def k8s_emulator() -> Iterator[Any]:
     """A Kubernetes API emulator with Docker behind its pods, one per test module."""
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     with KubernetesEmulator() as running:
         yield running
@@ -110,7 +110,7 @@ def busybox_like_image(docker_image: str) -> str:
 def offline_k8s_emulator() -> Iterator[Any]:
     """A Kubernetes API emulator in ``--offline-images`` mode, one per test module."""
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     with KubernetesEmulator(offline_images=True) as running:
         yield running

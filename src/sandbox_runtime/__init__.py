@@ -8,19 +8,29 @@ Open a sandbox on any installed backend with the same code::
         result = sandbox.exec("echo hello")
         assert result.stdout == "hello\\n"
 
-The public API is what this module exports; everything in ``_``-prefixed modules is private.
+The public API is what this module exports, for people who run sandboxes.  People who write
+a backend use :mod:`sandbox_runtime.backend_kit` (the contract, its helpers and the
+conformance suite).  :mod:`sandbox_runtime.errors` holds the error tree; the SWE layer
+(:mod:`sandbox_runtime.swe`), the training integrations (:mod:`sandbox_runtime.integrations`),
+the built-in backends (:mod:`sandbox_runtime.backends`) and the command line
+(:mod:`sandbox_runtime.cli`) sit on top.  Everything in ``_``-prefixed packages is private.
 """
 
-from sandbox_runtime.aio import AsyncSandboxPool, AsyncSandboxRuntime
-from sandbox_runtime.backend import (
+from sandbox_runtime._core.aio import AsyncSandboxPool, AsyncSandboxRuntime
+from sandbox_runtime._core.backend import (
     Availability,
-    Backend,
     Capability,
-    ExecRequest,
     ReapedSandbox,
     SandboxInfo,
 )
-from sandbox_runtime.config import BackendOptions, Resources, SandboxConfig
+from sandbox_runtime._core.config import Resources, SandboxConfig
+from sandbox_runtime._core.limits import set_start_limit
+from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
+from sandbox_runtime._core.registry import BackendInfo, list_backends, load_backend
+from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
+from sandbox_runtime._core.runtime import SandboxRuntime, list_sandboxes
+from sandbox_runtime._core.streaming import CommandHandle
+from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import (
     BackendError,
     BackendNotFoundError,
@@ -38,13 +48,6 @@ from sandbox_runtime.errors import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from sandbox_runtime.limits import set_start_limit
-from sandbox_runtime.pool import Lease, PoolStats, SandboxPool
-from sandbox_runtime.registry import BackendInfo, list_backends, load_backend
-from sandbox_runtime.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
-from sandbox_runtime.runtime import SandboxRuntime, list_sandboxes
-from sandbox_runtime.streaming import CommandHandle
-from sandbox_runtime.usage import SandboxUsage
 
 __version__ = "0.1.0"
 
@@ -53,17 +56,14 @@ __all__ = [
     "AsyncSandboxPool",
     "AsyncSandboxRuntime",
     "Availability",
-    "Backend",
     "BackendError",
     "BackendInfo",
     "BackendNotFoundError",
-    "BackendOptions",
     "BackendUnavailableError",
     "Capability",
     "CommandFailedError",
     "CommandHandle",
     "ConfigError",
-    "ExecRequest",
     "ExecResult",
     "FileInfo",
     "Lease",

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandbox_runtime.results import ExecResult
+    from sandbox_runtime._core.results import ExecResult
 
 __all__ = [
     "BackendError",

@@ -21,9 +21,9 @@ from tests.conftest import bwrap_problem, require
 try:
     import e2b  # noqa: F401
 except ImportError:  # pragma: no cover - fails in CI, skips elsewhere
-    require("needs the ags extra: pip install -e '.[ags,ags-emulator]'")
+    require("needs the ags extra and the emulators: pip install -e '.[ags]' -e ./emulators")
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def isolation() -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox_runtime.cli import main as cli_main
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE
 
 

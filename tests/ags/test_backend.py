@@ -13,7 +13,7 @@ from sandbox_runtime import (
     SandboxStartError,
 )
 from sandbox_runtime.backends.ags import AgsBackend, AgsOptions
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def _runtime(

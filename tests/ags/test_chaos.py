@@ -13,8 +13,6 @@ import sys
 
 import pytest
 
-from sandbox_runtime.emulators.ags._faults import RANDOM_KINDS, parse_fault_spec
-from sandbox_runtime.emulators.ags.server import AgsEmulator
 from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.agents import make_agent
 from sandbox_runtime.swe.dataset import load_rows
@@ -22,6 +20,8 @@ from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.runner import Runner, RunOptions
 from sandbox_runtime.swe.samples import sample_names
+from sandbox_runtime_emulators.ags._faults import RANDOM_KINDS, parse_fault_spec
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.conftest import DOCKER_IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -13,7 +13,7 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.common.profile.client_profile import ClientProfile
 from tencentcloud.common.profile.http_profile import HttpProfile
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def _client(emulator: AgsEmulator, secret_key: str | None = None) -> ags_client.AgsClient:

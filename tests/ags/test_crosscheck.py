@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
-from sandbox_runtime.ownership import RUN_ID
+from sandbox_runtime._core.ownership import RUN_ID
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.samples import sample_names
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE
 from tests.conftest import DOCKER_IMAGE
 

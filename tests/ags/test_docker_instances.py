@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox_runtime import SandboxRuntime
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 pytestmark = pytest.mark.docker
 

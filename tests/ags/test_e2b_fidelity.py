@@ -19,7 +19,7 @@ import httpx
 import pytest
 from e2b import Sandbox, WatchHandle
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 pytestmark = pytest.mark.e2b_sdk
 

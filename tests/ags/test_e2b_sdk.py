@@ -14,7 +14,7 @@ import e2b
 import pytest
 from e2b import Sandbox
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 pytestmark = pytest.mark.e2b_sdk
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_runtime.envd.server.app import _wants_gzip
+from sandbox_runtime._envd.server.app import _wants_gzip
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime.envd.server._connect import ConnectError
-from sandbox_runtime.envd.server._files import Files, go_mode_string
+from sandbox_runtime._envd.server._connect import ConnectError
+from sandbox_runtime._envd.server._files import Files, go_mode_string
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from sandbox_runtime import SandboxRuntime, SandboxStartError
-from sandbox_runtime.backends.ags.cloud import AgsApiError
-from sandbox_runtime.emulators.ags._faults import FaultKind
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime.backends.ags._cloud import AgsApiError
+from sandbox_runtime_emulators.ags._faults import FaultKind
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def _config(emulator: AgsEmulator, **options: object) -> dict[str, object]:

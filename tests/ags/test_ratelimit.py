@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from sandbox_runtime import SandboxRuntime
+from sandbox_runtime._core.ratelimit import RateLimiter, limiter_for
 from sandbox_runtime.backends.ags import AgsOptions
-from sandbox_runtime.emulators._ratelimit import Quota, ServerLimits
-from sandbox_runtime.emulators.ags._limits import RATE_LIMIT_CODE, RATE_LIMIT_MESSAGE
-from sandbox_runtime.emulators.ags.server import AgsEmulator
-from sandbox_runtime.ratelimit import RateLimiter, limiter_for
+from sandbox_runtime_emulators._ratelimit import Quota, ServerLimits
+from sandbox_runtime_emulators.ags._limits import RATE_LIMIT_CODE, RATE_LIMIT_MESSAGE
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def _cloud_limiter_key(options: dict[str, object]) -> str:
@@ -88,7 +88,7 @@ def _sdk_client(emulator: AgsEmulator) -> Any:
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile
 
-    from sandbox_runtime.backends.ags.cloud import _AgsSdkClient
+    from sandbox_runtime.backends.ags._cloud import _AgsSdkClient
 
     profile = ClientProfile(httpProfile=HttpProfile(protocol="http", endpoint=emulator.url[7:]))
     cred = credential.Credential(emulator.secret_id, emulator.secret_key)
@@ -197,8 +197,8 @@ def test_the_emulator_refuses_a_bad_limit_flag(flag: str, spec: str, fragment: s
 
 
 def test_realistic_is_the_documented_table_and_later_flags_override_it() -> None:
-    from sandbox_runtime.cli._args import quotas as parse_quotas
-    from sandbox_runtime.emulators.ags._limits import REALISTIC_QUOTAS
+    from sandbox_runtime_emulators._cli_args import quotas as parse_quotas
+    from sandbox_runtime_emulators.ags._limits import REALISTIC_QUOTAS
 
     quotas = parse_quotas(["realistic", ("StartSandboxInstance", Quota(5))], REALISTIC_QUOTAS)
     assert quotas["StartSandboxInstance"] == Quota(5)
@@ -208,7 +208,7 @@ def test_realistic_is_the_documented_table_and_later_flags_override_it() -> None
 
 
 def test_ags_cloud_rate_limit_code_pauses_one_window() -> None:
-    from sandbox_runtime.backends.ags.cloud import AgsApiError, _rate_limit_pause
+    from sandbox_runtime.backends.ags._cloud import AgsApiError, _rate_limit_pause
 
     assert _rate_limit_pause(AgsApiError("RequestLimitExceeded", "slow down")) == 1.0
     assert _rate_limit_pause(AgsApiError("InternalError", "oops")) is None

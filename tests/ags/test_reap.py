@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from sandbox_runtime import SandboxRuntime, ownership
-from sandbox_runtime.backends.ags.cloud import AgsCloudClient
+from sandbox_runtime import SandboxRuntime
+from sandbox_runtime._core import ownership
+from sandbox_runtime.backends.ags._cloud import AgsCloudClient
 from sandbox_runtime.cli import main as cli_main
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import client_for
 
 ABANDON = textwrap.dedent(

@@ -17,12 +17,17 @@ from tencentcloud.common.profile.client_profile import ClientProfile
 from tencentcloud.common.profile.http_profile import HttpProfile
 from tencentcloud.tcr.v20190924 import models, tcr_client
 
-from sandbox_runtime.ags.registry import RegistryPusher, RegistryTarget, plan_push, push_all
-from sandbox_runtime.ags.settings import AgsConnection
-from sandbox_runtime.ags.sync import ToolSync, ToolTemplate
-from sandbox_runtime.ags.tcr import TcrCloudClient
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime.backends.ags._manage.registry import (
+    RegistryPusher,
+    RegistryTarget,
+    plan_push,
+    push_all,
+)
+from sandbox_runtime.backends.ags._manage.settings import AgsConnection
+from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
+from sandbox_runtime.backends.ags._manage.tcr import TcrCloudClient
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.conftest import LocalRegistry, isolation
 from tests.ags.test_tools import ROLE, client_for
 

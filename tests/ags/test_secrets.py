@@ -8,7 +8,7 @@ import pytest
 
 from sandbox_runtime import SandboxError, SandboxRuntime
 from sandbox_runtime.backends.ags import AgsOptions
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 
 def _known_secrets(emulator: AgsEmulator) -> list[str]:
@@ -61,9 +61,9 @@ def test_no_secret_in_tool_management_reprs_reports_or_logs(
 
     from pydantic import SecretStr
 
-    from sandbox_runtime.ags.registry import RegistryPusher, RegistryTarget
-    from sandbox_runtime.ags.settings import AgsConnection
-    from sandbox_runtime.ags.sync import ToolSync, ToolTemplate
+    from sandbox_runtime.backends.ags._manage.registry import RegistryPusher, RegistryTarget
+    from sandbox_runtime.backends.ags._manage.settings import AgsConnection
+    from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
 
     caplog.set_level(logging.DEBUG)
     connection = AgsConnection.from_env(

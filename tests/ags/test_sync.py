@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime.ags.sync import (
+from sandbox_runtime.backends.ags._cloud import AgsCloudClient
+from sandbox_runtime.backends.ags._manage.sync import (
     IMAGE_TAG,
     ToolSync,
     ToolTemplate,
     assign_tool_names,
     tool_name_for,
 )
-from sandbox_runtime.ags.tools import ToolSpec, create_tool
-from sandbox_runtime.backends.ags.cloud import AgsCloudClient
-from sandbox_runtime.backends.ags.mapping import ToolMapping
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime.backends.ags._manage.tools import ToolSpec, create_tool
+from sandbox_runtime.backends.ags._mapping import ToolMapping
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE, client_for
 
 TEMPLATE = ToolTemplate(role_arn=ROLE)

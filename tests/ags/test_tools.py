@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 
-from sandbox_runtime.ags import instances, tools
-from sandbox_runtime.ags.settings import AgsConnection
-from sandbox_runtime.ags.tools import EnvdInImage, ToolSpec
-from sandbox_runtime.backends.ags.cloud import AgsApiError, AgsCloudClient
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime.backends.ags._cloud import AgsApiError, AgsCloudClient
+from sandbox_runtime.backends.ags._manage import instances, tools
+from sandbox_runtime.backends.ags._manage.settings import AgsConnection
+from sandbox_runtime.backends.ags._manage.tools import EnvdInImage, ToolSpec
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 ROLE = "qcs::cam::uin/100000000001:roleName/ags-pull"
 

@@ -21,8 +21,8 @@ from sandbox_runtime import (
     SandboxGoneError,
     SandboxRuntime,
     SandboxStartError,
-    ownership,
 )
+from sandbox_runtime._core import ownership
 from sandbox_runtime.backends import docker as docker_backend
 from sandbox_runtime.cli import main as cli_main
 from tests.backends.fault_proxy import FaultProxy

@@ -25,8 +25,8 @@ from sandbox_runtime import (
     SandboxRuntime,
     SandboxStartError,
     SandboxTimeoutError,
-    ownership,
 )
+from sandbox_runtime._core import ownership
 from sandbox_runtime.cli import main as cli_main
 
 pytestmark = pytest.mark.docker
@@ -371,7 +371,7 @@ def v4_emulator() -> Iterator[Any]:
     from tests.conftest import kubernetes_problem, require
 
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     with KubernetesEmulator(channel_protocols=("v4.channel.k8s.io",)) as running:
         yield running

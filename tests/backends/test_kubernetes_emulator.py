@@ -194,7 +194,7 @@ def test_wrong_token_is_401_unauthorized(k8s_emulator: Any) -> None:
 _CLOSE_AND_EXIT = """
 import sys, time
 from kubernetes import client, config
-from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
 image, path = sys.argv[1], sys.argv[2]
 with KubernetesEmulator() as emulator:
@@ -239,7 +239,7 @@ def test_an_emulator_process_leaves_no_container_behind(docker_image: str, tmp_p
 
 def test_change_log_replays_after_a_version_and_expires_what_it_no_longer_keeps() -> None:
     """What watches are served from: one counter, a bounded history, 410 past its start."""
-    from sandbox_runtime.emulators.kubernetes._changes import ChangeLog
+    from sandbox_runtime_emulators.kubernetes._changes import ChangeLog
 
     changes = ChangeLog(keep=3)
     objects = [{"metadata": {"name": f"p{index}"}} for index in range(5)]

@@ -36,8 +36,8 @@ def _run(tasks: list[Task], faults: list[str], seed: int) -> tuple[list[TaskOutc
     from tests.conftest import kubernetes_problem, require
 
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes._http import parse_fault_spec
-    from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes._http import parse_fault_spec
+    from sandbox_runtime_emulators.kubernetes.server import KubernetesEmulator
 
     specs = [parse_fault_spec(text) for text in faults]
     with KubernetesEmulator(faults=specs, fault_seed=seed) as emulator:

@@ -83,7 +83,7 @@ def test_https_with_the_ca_from_the_kubeconfig(offline_k8s_emulator: Any, tmp_pa
     import kubernetes.client
     import urllib3
 
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     kubeconfig = json.loads(offline_k8s_emulator.write_kubeconfig(tmp_path / "kc").read_text())
     cluster = kubeconfig["clusters"][0]["cluster"]

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sandbox_runtime import SandboxConfig, SandboxRuntime
-from sandbox_runtime.ratelimit import limiter_for
+from sandbox_runtime._core.ratelimit import limiter_for
 from tests.conftest import DOCKER_IMAGE, kubernetes_problem, require
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_429_retry_after_pauses_every_call_to_the_server_and_nothing_fails() -> None:
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes._http import parse_fault_spec
-    from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes._http import parse_fault_spec
+    from sandbox_runtime_emulators.kubernetes.server import KubernetesEmulator
 
     # 429 with Retry-After: 1 on a tenth of the requests: a hundred or so requests meet about
     # ten, and five in a row (which exhaust one call's retries, by design) almost never.
@@ -52,8 +52,8 @@ def test_the_emulator_refuses_a_client_over_its_quota_with_429_retry_after() -> 
     require(kubernetes_problem())
     import httpx
 
-    from sandbox_runtime.emulators._ratelimit import Quota
-    from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+    from sandbox_runtime_emulators._ratelimit import Quota
+    from sandbox_runtime_emulators.kubernetes.server import KubernetesEmulator
 
     with KubernetesEmulator(tls=False, rate_limits={"*": Quota(1, 2)}) as emulator:
         assert emulator.token is not None
@@ -76,8 +76,8 @@ def test_the_emulator_refuses_a_client_over_its_quota_with_429_retry_after() -> 
 def test_sandboxes_through_a_quota_they_are_not_told_of_all_succeed() -> None:
     """The backend absorbs the emulator's 429s (no api_qps): every sandbox works."""
     require(kubernetes_problem())
-    from sandbox_runtime.emulators._ratelimit import Quota
-    from sandbox_runtime.emulators.kubernetes.server import KubernetesEmulator
+    from sandbox_runtime_emulators._ratelimit import Quota
+    from sandbox_runtime_emulators.kubernetes.server import KubernetesEmulator
 
     with KubernetesEmulator(rate_limits={"*": Quota(10, 4)}) as emulator:
         config = SandboxConfig(

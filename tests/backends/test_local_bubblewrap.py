@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import BackendError, SandboxConfig, SandboxRuntime
+from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime.backends.local._bubblewrap import SETUP_TRIES, Bubblewrap
-from sandbox_runtime.results import ExecResult
 from tests.conftest import bwrap_problem, require
 
 # Counts each run of the command in the sandbox's own /tmp, then says it ran.

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox_runtime import SandboxRuntime
+from sandbox_runtime._core.ownership import MANAGED, RUN_ID
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.ownership import MANAGED, RUN_ID
 from sandbox_runtime.swe.dataset import load_rows
 
 

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox_runtime import SandboxConfig
-from sandbox_runtime.testing import SandboxConformance
+from sandbox_runtime.backend_kit.testing import SandboxConformance
 from tests.conftest import bwrap_problem, require
 
 try:
     import e2b  # noqa: F401
 except ImportError:  # pragma: no cover - fails in CI, skips elsewhere
-    require("needs the ags extra: pip install -e '.[ags,ags-emulator]'")
+    require("needs the ags extra and the emulators: pip install -e '.[ags]' -e ./emulators")
 
-from sandbox_runtime.emulators.ags.server import AgsEmulator
+from sandbox_runtime_emulators.ags.server import AgsEmulator
 
 pytestmark = pytest.mark.e2b_sdk
 

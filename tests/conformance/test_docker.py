@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox_runtime import SandboxConfig
-from sandbox_runtime.testing import SandboxConformance
+from sandbox_runtime.backend_kit.testing import SandboxConformance
 from tests.conftest import DOCKER_IMAGE
 
 pytestmark = pytest.mark.docker

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sandbox_runtime import SandboxConfig
-from sandbox_runtime.testing import SandboxConformance
+from sandbox_runtime.backend_kit.testing import SandboxConformance
 
 pytestmark = pytest.mark.docker
 

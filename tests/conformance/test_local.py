@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import SandboxConfig
-from sandbox_runtime.testing import SandboxConformance
+from sandbox_runtime.backend_kit.testing import SandboxConformance
 from tests.conftest import bwrap_problem, require
 
 

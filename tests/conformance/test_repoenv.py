@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sandbox_runtime import SandboxConfig
+from sandbox_runtime.backend_kit.testing import SandboxConformance
 from sandbox_runtime.swe.dataset import load_rows
-from sandbox_runtime.testing import SandboxConformance
 
 
 def _entry() -> dict[str, Any]:

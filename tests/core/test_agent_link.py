@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from sandbox_runtime.envd.agent import AgentLink, _learn, _patience
+from sandbox_runtime._envd.agent import AgentLink, _learn, _patience
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox_runtime.envd.agent import _agent_zip
+from sandbox_runtime._envd.agent import _agent_zip
 
 
 def _rewritten(transform: Callable[[str, bytes], bytes]) -> bytes:

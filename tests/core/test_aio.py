@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runtime import AsyncSandboxRuntime, SandboxRuntime, aio
+from sandbox_runtime import AsyncSandboxRuntime, SandboxRuntime
+from sandbox_runtime._core import aio
 
 
 def _local(tmp_path: Path) -> dict[str, Any]:

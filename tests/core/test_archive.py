@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime import PathEscapeError, _archive
+from sandbox_runtime import PathEscapeError
+from sandbox_runtime._core import archive as _archive
 
 
 def _tar(*members: tuple[str, bytes | None, str | None]) -> bytes:

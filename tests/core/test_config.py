@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox_runtime import ConfigError, SandboxConfig, SandboxRuntime
-from sandbox_runtime.config import parse_duration, parse_memory
+from sandbox_runtime._core.config import parse_duration, parse_memory
 
 
 def test_defaults_are_usable() -> None:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sandbox_runtime.emulators._ratelimit import (
+from sandbox_runtime_emulators._ratelimit import (
     Quota,
     ServerLimits,
     parse_latency,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime import SandboxRuntime, limits
+from sandbox_runtime import SandboxRuntime
+from sandbox_runtime._core import limits
 from sandbox_runtime.backends.local import LocalBackend
 
 

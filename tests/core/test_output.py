@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_runtime._output import HeadTailBuffer
+from sandbox_runtime._core.output import HeadTailBuffer
 
 
 def test_small_output_is_kept_whole() -> None:

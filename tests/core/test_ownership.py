@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from sandbox_runtime import ownership
+from sandbox_runtime._core import ownership
 
 
 def test_labels_name_the_owner_run_and_expiry() -> None:

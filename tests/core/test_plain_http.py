@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sandbox_runtime.envd._plain_http import PlainHttp
+from sandbox_runtime._envd._plain_http import PlainHttp
 
 
 class _Files(BaseHTTPRequestHandler):

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sandbox_runtime.ratelimit import MAX_PAUSE, RateLimiter, limiter_for
-from sandbox_runtime.retry import RetryPolicy, call_with_retries
+from sandbox_runtime._core.ratelimit import MAX_PAUSE, RateLimiter, limiter_for
+from sandbox_runtime._core.retry import RetryPolicy, call_with_retries
 
 FAST = RetryPolicy(attempts=4, max_delay=10, initial_wait=0.001, max_wait=0.01)
 
@@ -117,7 +117,7 @@ def test_limiter_for_shares_one_limiter_per_key_and_takes_new_options() -> None:
 
 
 def test_a_pause_ends_for_the_most_refused_calls_first() -> None:
-    from sandbox_runtime.ratelimit import PAUSE_STAGGER, SENIOR_LEVELS, SENIOR_STEP, SENIORITY
+    from sandbox_runtime._core.ratelimit import PAUSE_STAGGER, SENIOR_LEVELS, SENIOR_STEP, SENIORITY
 
     limiter = RateLimiter()
     limiter.pause(0.2)
@@ -157,7 +157,7 @@ def test_one_burst_refused_together_shares_one_pause() -> None:
 def test_a_refused_call_waits_out_the_pause_in_the_limiter_in_its_turn() -> None:
     """The retry does not sleep through the pause itself: it would wake at the pause's end
     with every other refused caller at once, outside the order of seniority."""
-    from sandbox_runtime.ratelimit import _stagger
+    from sandbox_runtime._core.ratelimit import _stagger
 
     limiter = RateLimiter()
     sends: list[float] = []

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime import (
-    Backend,
-    BackendNotFoundError,
-    SandboxRuntime,
-    list_backends,
-    load_backend,
-)
+from sandbox_runtime import BackendNotFoundError, SandboxRuntime, list_backends, load_backend
+from sandbox_runtime.backend_kit import Backend
 from sandbox_runtime.backends.local import LocalBackend
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty-backend"
@@ -39,7 +34,8 @@ def test_unknown_name_lists_installed_backends() -> None:
 
 
 def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox_runtime import BackendUnavailableError, registry
+    from sandbox_runtime import BackendUnavailableError
+    from sandbox_runtime._core import registry
 
     monkeypatch.setitem(registry.BACKENDS.built_ins, "ags", "no_such_module_for_ags:AgsBackend")
     monkeypatch.setattr(registry.BACKENDS, "entry_points", lambda: {})
@@ -112,7 +108,8 @@ class _BrokenEntryPoint:
 def test_backend_whose_dependencies_are_missing_names_its_extra_once(
     monkeypatch: pytest.MonkeyPatch, import_error: str
 ) -> None:
-    from sandbox_runtime import BackendUnavailableError, registry
+    from sandbox_runtime import BackendUnavailableError
+    from sandbox_runtime._core import registry
 
     monkeypatch.setattr(
         registry.BACKENDS, "entry_points", lambda: {"docker": _BrokenEntryPoint(import_error)}
@@ -130,7 +127,7 @@ def test_dotted_path_loads_a_backend_class() -> None:
     with pytest.raises(BackendNotFoundError, match="no 'Nope'"):
         load_backend("sandbox_runtime.backends.local:Nope")
     with pytest.raises(BackendNotFoundError, match="Backend subclass"):
-        load_backend("sandbox_runtime.config:SandboxConfig")
+        load_backend("sandbox_runtime._core.config:SandboxConfig")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from sandbox_runtime.retry import RetryPolicy, call_with_retries
+from sandbox_runtime._core.retry import RetryPolicy, call_with_retries
 
 FAST = RetryPolicy(attempts=4, max_delay=5, initial_wait=0.001, max_wait=0.01)
 
@@ -18,7 +18,7 @@ def test_retries_retryable_errors_then_succeeds(caplog: pytest.LogCaptureFixture
             raise ConnectionError("reset")
         return "ok"
 
-    with caplog.at_level(logging.WARNING, logger="sandbox_runtime.retry"):
+    with caplog.at_level(logging.WARNING, logger="sandbox_runtime._core.retry"):
         assert (
             call_with_retries(
                 flaky, lambda e: isinstance(e, ConnectionError), description="op", policy=FAST
@@ -61,7 +61,7 @@ class _Refused(Exception):
 
 def test_refusals_while_others_get_through_do_not_use_up_attempts() -> None:
     """A shared quota: others' calls succeed between this call's refusals."""
-    from sandbox_runtime.ratelimit import RateLimiter
+    from sandbox_runtime._core.ratelimit import RateLimiter
 
     limiter = RateLimiter()
     calls: list[int] = []
@@ -89,7 +89,7 @@ def test_refusals_while_others_get_through_do_not_use_up_attempts() -> None:
 
 def test_refusals_while_another_call_is_being_served_do_not_use_up_attempts() -> None:
     """The winners of a window are still being served when the refusals come back."""
-    from sandbox_runtime.ratelimit import RateLimiter
+    from sandbox_runtime._core.ratelimit import RateLimiter
 
     limiter = RateLimiter()
     limiter.sent()  # another caller's call, admitted and not answered yet
@@ -114,7 +114,7 @@ def test_refusals_while_another_call_is_being_served_do_not_use_up_attempts() ->
 
 
 def test_refusals_while_nothing_gets_through_end_after_the_attempts() -> None:
-    from sandbox_runtime.ratelimit import RateLimiter
+    from sandbox_runtime._core.ratelimit import RateLimiter
 
     limiter = RateLimiter()
     calls: list[int] = []

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import SandboxGoneError, SandboxRuntime, SandboxUsage
-from sandbox_runtime.retry import RetryPolicy, call_with_retries
-from sandbox_runtime.usage import UsageMeter, host_size
+from sandbox_runtime._core.retry import RetryPolicy, call_with_retries
+from sandbox_runtime._core.usage import UsageMeter, host_size
 from tests.conftest import docker_problem, require
 
 

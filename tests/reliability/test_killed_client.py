@@ -145,7 +145,7 @@ def k8s(docker_image: str) -> Iterator[Any]:
     from tests.conftest import kubernetes_problem
 
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     with KubernetesEmulator() as running:
         yield running
@@ -173,8 +173,8 @@ def test_kubernetes(k8s: Any, tmp_path: Path) -> None:
 
 def test_ags() -> None:
     require(bwrap_problem())
-    from sandbox_runtime.emulators.ags.server import AgsEmulator
-    from sandbox_runtime.ownership import RUN_ID
+    from sandbox_runtime._core.ownership import RUN_ID
+    from sandbox_runtime_emulators.ags.server import AgsEmulator
 
     with AgsEmulator(backend="local", local_isolation="namespace") as emulator:
         options = emulator.backend_options()

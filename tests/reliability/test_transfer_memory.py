@@ -83,7 +83,7 @@ def k8s_options(docker_image: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     from tests.conftest import kubernetes_problem
 
     require(kubernetes_problem())
-    from sandbox_runtime.emulators.kubernetes import KubernetesEmulator
+    from sandbox_runtime_emulators.kubernetes import KubernetesEmulator
 
     with KubernetesEmulator() as emulator:
         yield {"kubeconfig": str(emulator.write_kubeconfig(tmp_path / "kubeconfig"))}
@@ -97,7 +97,7 @@ def test_kubernetes(k8s_options: dict[str, Any], tmp_path: Path) -> None:
 
 def test_ags(tmp_path: Path) -> None:
     require(bwrap_problem())
-    from sandbox_runtime.emulators.ags.server import AgsEmulator
+    from sandbox_runtime_emulators.ags.server import AgsEmulator
 
     with AgsEmulator(backend="local", local_isolation="namespace") as emulator:
         options = {

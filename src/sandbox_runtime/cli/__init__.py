@@ -24,7 +24,15 @@ from pydantic import ValidationError
 from sandbox_runtime import __version__
 from sandbox_runtime.errors import BackendNotFoundError, ConfigError, SandboxError
 
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_USAGE", "main"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+    "new_parser",
+    "run",
+]
 
 #: Something failed while running (a backend, a sandbox, a task that errored).
 EXIT_FAILURE = 1
@@ -48,21 +56,27 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors as one line like every other error (exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"sandbox-runtime: {message} (see '{self.prog} --help')\n")
+        program = self.prog.split()[0]
+        self.exit(EXIT_USAGE, f"{program}: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every available subcommand registered."""
-    parser = _Parser(
-        prog="sandbox-runtime",
-        description="One interface to isolated Linux sandboxes, whatever runs them.",
-    )
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A parser with the flags every command line of this project has (used by the emulators')."""
+    parser = _Parser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"sandbox-runtime {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
     )
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error (and debug logs)"
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every available subcommand registered."""
+    parser = new_parser(
+        "sandbox-runtime", "One interface to isolated Linux sandboxes, whatever runs them."
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in _COMMAND_MODULES:
@@ -102,9 +116,15 @@ def _failure(exc: BaseException) -> tuple[int, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen handler under the one error handler."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown and not getattr(args, "accepts_any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     level = logging.DEBUG if args.debug else logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     handler = getattr(args, "handler", None)
@@ -120,11 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(arguments)
         return int(handler(args))
     except KeyboardInterrupt:
-        print("sandbox-runtime: interrupted", file=sys.stderr)
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
         code, message = _failure(exc)
-        print(f"sandbox-runtime: {_one_line(message)}", file=sys.stderr)
+        print(f"{parser.prog}: {_one_line(message)}", file=sys.stderr)
         return code

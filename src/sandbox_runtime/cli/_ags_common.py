@@ -47,8 +47,8 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def connection(args: argparse.Namespace) -> Any:
-    """The :class:`~sandbox_runtime.ags.settings.AgsConnection` the arguments describe."""
-    from sandbox_runtime.ags.settings import AgsConnection
+    """The AGS connection (``_manage.settings.AgsConnection``) the arguments describe."""
+    from sandbox_runtime.backends.ags._manage.settings import AgsConnection
 
     return AgsConnection.from_env(
         region=args.region,

@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
+from sandbox_runtime._core.registry import list_backends, load_backend
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.cli._args import backend_options, positive_float
 from sandbox_runtime.errors import ConfigError, SandboxError
-from sandbox_runtime.registry import list_backends, load_backend
-from sandbox_runtime.runtime import SandboxRuntime
 
 __all__ = ["register"]
 

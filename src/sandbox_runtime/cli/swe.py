@@ -304,7 +304,7 @@ def _run(args: argparse.Namespace) -> int:
         price=price_for(args.backend, args.price),
     )
     if args.max_starts is not None:
-        from sandbox_runtime.limits import set_start_limit
+        from sandbox_runtime._core.limits import set_start_limit
 
         set_start_limit(args.backend, args.max_starts)
     runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)

@@ -48,9 +48,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sandbox_runtime._core.results import ExecResult
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxReadOnlyError
-from sandbox_runtime.results import ExecResult
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.commit import ParsedCommit as _OwnParsedCommit
 from sandbox_runtime.swe.grading import grade
 from sandbox_runtime.swe.prepare import prepare

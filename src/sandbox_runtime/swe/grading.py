@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sandbox_runtime._core.results import ExecResult
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.results import ExecResult
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.parsers import strip_ansi
 from sandbox_runtime.swe.task import Task

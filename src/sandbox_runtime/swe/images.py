@@ -21,7 +21,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.backend import Capability
+from sandbox_runtime._core.backend import Capability
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe.samples import is_sample_image, load_sample, template_dir
 from sandbox_runtime.swe.task import Task

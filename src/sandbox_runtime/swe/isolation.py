@@ -18,8 +18,8 @@ from __future__ import annotations
 import enum
 import logging
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare

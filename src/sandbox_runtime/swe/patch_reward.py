@@ -40,7 +40,7 @@ that grading reads (the task's tests, ``conftest.py``, pytest settings) is still
 With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
 ``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the patch
 was flagged, and the sandbox's accounting (start latency, sandbox-seconds, commands, bytes,
-retries, faults, grading time; :mod:`sandbox_runtime.usage`).
+retries, faults, grading time; :mod:`sandbox_runtime._core.usage`).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row

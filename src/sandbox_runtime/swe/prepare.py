@@ -15,8 +15,8 @@ from __future__ import annotations
 import posixpath
 import shlex
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.task import Task
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall

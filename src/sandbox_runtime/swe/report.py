@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.swe.agents.base import Step
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.tamper import TamperFlag
-from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["TaskOutcome", "smoke_report", "summary_table", "write_report", "write_trajectory"]
 
@@ -68,7 +68,7 @@ class TaskOutcome:
     """Price per sandbox-second, for the estimated cost (``None``: no estimate)."""
 
     def accounting_entry(self) -> dict[str, Any]:
-        """The accounting as reports show it (see :mod:`sandbox_runtime.usage`)."""
+        """The accounting as reports show it (see :mod:`sandbox_runtime._core.usage`)."""
         agent = self.agent_accounting
         cost = self.accounting.cost(self.price)
         return {

@@ -6,7 +6,7 @@ what grading reads (:mod:`sandbox_runtime.swe.tamper`), graded and closed.  Grad
 the agent's sandbox or in a fresh one with only the agent's diff applied
 (:mod:`sandbox_runtime.swe.isolation`; ``RunOptions.grade_in``, default: each benchmark's
 own practice).  Each outcome sums the accounting of every sandbox the task used
-(:mod:`sandbox_runtime.usage`), earlier attempts' included.  A
+(:mod:`sandbox_runtime._core.usage`), earlier attempts' included.  A
 failure in one task (the image is missing, the sandbox died) becomes that task's outcome
 with reward 0 and never stops the others.
 
@@ -27,13 +27,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_runtime.backend import Capability
-from sandbox_runtime.config import SandboxConfig
+from sandbox_runtime._core.backend import Capability
+from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.ownership import default_run_id
+from sandbox_runtime._core.pool import Lease
+from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
+from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.ownership import default_run_id
-from sandbox_runtime.pool import Lease
-from sandbox_runtime.registry import load_backend
-from sandbox_runtime.runtime import SandboxRuntime, validate_options
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
@@ -43,7 +44,6 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
-from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["RunOptions", "Runner", "task_sandbox_config"]
 

@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.commit import is_r2e_test_path, parse_unified_diff
 from sandbox_runtime.swe.parsers import parse_pytest, parse_pytest_r2e
 from sandbox_runtime.swe.samples import (

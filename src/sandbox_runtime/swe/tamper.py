@@ -31,8 +31,8 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, SandboxGoneError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.task import Task
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.tamper import TamperFlag
-from sandbox_runtime.usage import SandboxUsage
 
 __all__ = ["PatchVerdict"]
 

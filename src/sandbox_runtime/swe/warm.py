@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox_runtime.config import SandboxConfig
-from sandbox_runtime.pool import Lease, SandboxPool
+from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.pool import Lease, SandboxPool
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["TASK_LABEL", "WarmPools"]

@@ -1,15 +1,16 @@
 """The ``ags`` backend: sandboxes as Tencent Cloud Agent Sandbox (AGS) instances.
 
 Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime[ags]'``.
-Modules: ``cloud`` (the typed Cloud API client every AGS caller shares), ``mapping`` (the
-image -> tool file), ``environment`` (the variables AGS users export), ``_options``, ``envd``
-(our envd client), ``e2b_api`` (the E2B-compatible REST control plane), ``_reaper`` and
-``backend`` (:class:`AgsBackend`).  No e2b SDK is needed: any release may be installed
-beside, or none.  Tool management
-(:mod:`sandbox_runtime.ags`) sits above this package and uses ``cloud`` and ``mapping``.
+Modules: ``_options`` (:class:`AgsOptions`), ``_cloud`` (the typed Cloud API client every
+AGS caller shares), ``_e2b_api`` (the E2B-compatible REST control plane), ``_mapping`` (the
+image -> tool file), ``_environment`` (the variables AGS users export), ``_reaper`` and
+``_backend`` (:class:`AgsBackend`; commands and files through envd's protocol, no e2b SDK
+needed: any release may be installed beside, or none).  ``_manage`` is the tool management
+behind ``sandbox-runtime ags`` (tools, instances, image sync, registry push), on ``_cloud``
+and ``_mapping``.
 See ``docs/ags.md`` for the guide and ``docs/ags-emulator.md`` for the local emulator.
 
-The classes are imported on first use, so that ``cloud`` and ``mapping`` load without the
+The classes are imported on first use, so that ``_cloud`` and ``_mapping`` load without the
 backend's own imports.
 """
 
@@ -18,15 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._backend import AgsBackend
     from ._options import AgsOptions
-    from .backend import AgsBackend
 
 __all__ = ["AgsBackend", "AgsOptions"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "AgsBackend":
-        from .backend import AgsBackend
+        from ._backend import AgsBackend
 
         return AgsBackend
     if name == "AgsOptions":

@@ -14,13 +14,15 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
-from sandbox_runtime.config import BackendOptions
+from sandbox_runtime.backend_kit import (
+    BackendOptions,
+    limiter_for,
+)
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.ratelimit import limiter_for
 
-from .cloud import AgsCloudClient
-from .e2b_api import E2bApi
-from .environment import fill_from_environment
+from ._cloud import AgsCloudClient
+from ._e2b_api import E2bApi
+from ._environment import fill_from_environment
 
 __all__ = ["AgsOptions", "cloud_client", "e2b_api"]
 

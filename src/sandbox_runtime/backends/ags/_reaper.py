@@ -3,7 +3,7 @@
 An instance outlives a client that was killed (``kill -9``, a node lost mid-training) until its
 AGS ``Timeout``, which training runs set long; meanwhile it holds quota and costs money.  Every
 instance the backend starts carries this library's ownership labels as instance ``Metadata``
-(:mod:`sandbox_runtime.ownership`), so the reaper can tell which ones are ours, which are past
+(:mod:`sandbox_runtime._core.ownership`), so the reaper can tell which ones are ours, which are past
 their lifetime, and which belong to a process on this host that is gone.  Instances without
 the ``managed`` label (started by people, other tools, the console) are never touched; nor are
 live instances owned on another host.
@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import logging
 
+from sandbox_runtime.backend_kit import (
+    MANAGED,
+    why_reapable,
+)
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
-from sandbox_runtime.ownership import MANAGED, why_reapable
 
+from ._cloud import AgsApiError
 from ._options import AgsOptions, cloud_client, e2b_api
-from .cloud import AgsApiError
 
 __all__ = ["live_instances", "reap_instances"]
 
-logger = logging.getLogger("sandbox_runtime.ags")
+logger = logging.getLogger("sandbox_runtime.backends.ags._manage")
 
 _LIVE = ("STARTING", "RUNNING")
 

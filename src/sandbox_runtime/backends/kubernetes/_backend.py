@@ -11,7 +11,7 @@ directory, environment or kill, so each command runs under ``env`` and the wrapp
 ``_shell`` (cd, then eval), and a timeout kills the command's process group with a second
 exec.  Files move as tar streams through exec, as ``kubectl cp`` does.  Where the pod's IP
 routes from here (in the cluster, or a local one), the in-sandbox agent
-(:mod:`sandbox_runtime.envd.agent`) serves both once it answers.
+(:mod:`sandbox_runtime._envd.agent`) serves both once it answers.
 """
 
 from __future__ import annotations
@@ -23,18 +23,36 @@ import time
 import uuid
 from typing import Any
 
-from sandbox_runtime import _shell
-from sandbox_runtime._output import HeadTailBuffer
-from sandbox_runtime.backend import (
+from sandbox_runtime.backend_kit import (
+    MANAGED,
+    TOKEN_VAR,
     Availability,
     Backend,
+    BackendOptions,
     Capability,
     ExecRequest,
+    ExecResult,
+    HeadTailBuffer,
+    RateLimiter,
     ReapedSandbox,
+    RetryPolicy,
+    SandboxConfig,
     SandboxInfo,
+    call_with_retries,
+    check_cwd,
+    kill_group_script,
+    limiter_for,
+    new_token,
+    shell_text,
+    why_reapable,
+    wrapped_argv,
 )
-from sandbox_runtime.config import BackendOptions, SandboxConfig
-from sandbox_runtime.envd.agent import AgentLink, AgentRouting, agent_archive, launch_command
+from sandbox_runtime.backend_kit.agent import (
+    AgentLink,
+    AgentRouting,
+    agent_archive,
+    launch_command,
+)
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
@@ -45,10 +63,6 @@ from sandbox_runtime.errors import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from sandbox_runtime.ownership import MANAGED, why_reapable
-from sandbox_runtime.ratelimit import RateLimiter, limiter_for
-from sandbox_runtime.results import ExecResult
-from sandbox_runtime.retry import RetryPolicy, call_with_retries
 
 from ._client import (
     ApiException,
@@ -126,7 +140,7 @@ def _small_buffers() -> tuple[HeadTailBuffer, HeadTailBuffer]:
 
 
 def _limiter(cluster: Cluster, options: KubernetesOptions) -> RateLimiter:
-    """The API server's limiter: one per server in this process (``sandbox_runtime.ratelimit``)."""
+    """The API server's limiter: one per server in this process (shared by every sandbox)."""
     return limiter_for(f"kubernetes:{cluster.server}", options.api_qps, options.api_burst)
 
 
@@ -506,15 +520,15 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     def _native_exec(self, request: ExecRequest) -> ExecResult:
         """Run a command with ``cwd``, ``env``, stdin and a group-killing timeout."""
         began = time.monotonic()
-        token = _shell.new_token()
+        token = new_token()
         command: str | tuple[str, ...] = request.command
         if request.stdin is not None and not self._close_stdin:
-            command = bounded_stdin(_shell.shell_text(command), len(request.stdin))
+            command = bounded_stdin(shell_text(command), len(request.stdin))
         argv = [
             "env",
-            f"{_shell.TOKEN_VAR}={token}",
+            f"{TOKEN_VAR}={token}",
             *(f"{name}={value}" for name, value in request.env.items()),
-            *_shell.wrapped_argv(command, request.cwd, token, self._shell),
+            *wrapped_argv(command, request.cwd, token, self._shell),
         ]
         deadline = None if request.timeout is None else began + request.timeout
         outcome = self._exec_argv(argv, request.stdin, deadline, request.output_buffers())
@@ -524,7 +538,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             self._kill_group(token)
         else:
             exit_code = self._exit_code(outcome)
-            _shell.check_cwd(exit_code, outcome.stderr.getvalue(), request.cwd)
+            check_cwd(exit_code, outcome.stderr.getvalue(), request.cwd)
         return ExecResult.from_buffers(
             request.display,
             exit_code,
@@ -536,9 +550,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
 
     def _kill_group(self, token: str) -> None:
         try:
-            self._exec_argv(
-                _shell.kill_group_script(token), None, time.monotonic() + 30, _small_buffers()
-            )
+            self._exec_argv(kill_group_script(token), None, time.monotonic() + 30, _small_buffers())
         except SandboxError as exc:
             logger.warning("could not kill a timed-out command in pod %s: %s", self._pod, exc)
 

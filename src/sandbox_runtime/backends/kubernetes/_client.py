@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox_runtime.backend_kit import (
+    retry_after_seconds,
+)
 from sandbox_runtime.errors import BackendUnavailableError
-from sandbox_runtime.retry import retry_after_seconds
 
 from ._options import KubernetesOptions
 

@@ -27,7 +27,9 @@ from typing import Any
 from kubernetes.stream import stream
 from websocket import ABNF, WebSocketException
 
-from sandbox_runtime._output import HeadTailBuffer
+from sandbox_runtime.backend_kit import (
+    HeadTailBuffer,
+)
 
 __all__ = ["V5_PROTOCOL", "ExecOutcome", "bounded_stdin", "negotiated_protocol", "run_exec"]
 

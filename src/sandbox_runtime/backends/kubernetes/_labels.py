@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sandbox_runtime.backend_kit import (
+    LABEL_PREFIX,
+    MANAGED,
+    make_labels,
+)
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.ownership import LABEL_PREFIX, MANAGED, make_labels
 
 from ._names import label_key_problem, label_value_problem
 

@@ -6,8 +6,12 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from sandbox_runtime.config import BackendOptions
-from sandbox_runtime.envd.agent import AgentMode
+from sandbox_runtime.backend_kit import (
+    BackendOptions,
+)
+from sandbox_runtime.backend_kit.agent import (
+    AgentMode,
+)
 
 from ._names import (
     dns1123_label_problem,
@@ -67,7 +71,7 @@ class KubernetesOptions(BackendOptions):
     """Requests allowed at once above ``api_qps`` (default: one second's worth; client-go: 10)."""
 
     agent: AgentMode = "auto"
-    """The in-sandbox agent (fast exec and files; see :mod:`sandbox_runtime.envd.agent`),
+    """The in-sandbox agent (fast exec and files; see :mod:`sandbox_runtime._envd.agent`),
     reached at the pod's IP, so only from where pod IPs route (in the cluster, or a local
     one): ``auto`` uses it once it answers and the native exec until then (for an image
     whose agent answered before, after a wait of a few seconds for it) or if it never does;

@@ -41,20 +41,28 @@ import tarfile
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from sandbox_runtime import _archive, _shell, _transfer
-from sandbox_runtime.backend import (
+from sandbox_runtime.backend_kit import (
+    TOKEN_VAR,
     Availability,
     Backend,
+    BackendOptions,
     Capability,
     ExecRequest,
+    ExecResult,
+    FileInfo,
+    FileType,
     ReapedSandbox,
+    SandboxConfig,
     SandboxInfo,
+    extract_archive,
+    make_labels,
+    new_token,
+    unpack_download,
+    why_reapable,
+    write_directory_archive,
 )
-from sandbox_runtime.config import BackendOptions, SandboxConfig
 from sandbox_runtime.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -66,10 +74,9 @@ from sandbox_runtime.errors import (
     SandboxReadOnlyError,
     SandboxStartError,
 )
-from sandbox_runtime.ownership import make_labels, why_reapable
-from sandbox_runtime.results import ExecResult, FileInfo, FileType
 
 from ._bubblewrap import Bubblewrap
+from ._options import LocalOptions
 from ._process import kill_marked, run_process
 
 __all__ = ["LocalBackend", "LocalOptions"]
@@ -88,21 +95,6 @@ _WATCHDOG = (
     'grep -qszxF "$2" "$e" && p=${e#/proc/} && kill -9 "${p%/environ}" 2>/dev/null; done; '
     'rm -rf -- "$3"'
 )
-
-
-class LocalOptions(BackendOptions):
-    """Options of the ``local`` backend."""
-
-    base_dir: Path | None = None
-    """Where sandbox directories are created; default ``$TMPDIR/sandbox-runtime-<uid>``."""
-    isolation: Literal["none", "namespace"] = "none"
-    """``none``: plain host processes; ``namespace``: bubblewrap namespaces (see module doc)."""
-    network: bool = True
-    """Allow network access; ``False`` needs ``isolation="namespace"``."""
-    inherit_env: bool = True
-    """Start commands from the host's environment (then the sandbox's ``env`` on top)."""
-    bwrap_path: str = Field(default="bwrap")
-    """The bubblewrap binary used by ``isolation="namespace"``."""
 
 
 def _default_base_dir() -> Path:
@@ -467,8 +459,8 @@ class LocalBackend(Backend[LocalOptions]):
             cwd_for_popen = cwd_host
         env.update(request.env)
         env[_MARKER_VAR] = self._id
-        token = _shell.new_token()
-        env[_shell.TOKEN_VAR] = token
+        token = new_token()
+        env[TOKEN_VAR] = token
 
         def start(argv: list[str], pass_fds: tuple[int, ...]) -> ExecResult:
             return run_process(
@@ -479,7 +471,7 @@ class LocalBackend(Backend[LocalOptions]):
                 stdin=request.stdin,
                 max_output_bytes=request.max_output_bytes,
                 display=request.display,
-                kill_marker=f"{_shell.TOKEN_VAR}={token}",
+                kill_marker=f"{TOKEN_VAR}={token}",
                 buffers=request.output_buffers(),
                 pass_fds=pass_fds,
             )
@@ -518,10 +510,10 @@ class LocalBackend(Backend[LocalOptions]):
     # -- files ---------------------------------------------------------------------------
 
     def put_archive(self, data: bytes) -> None:
-        """Extract into the root; members escaping it are refused (see ``_archive.extract``)."""
+        """Extract into the root; members escaping it are refused (see ``extract_archive``)."""
         self._alive_or_raise()
         self._check_archive_writable(data)
-        _archive.extract(data, Path(self._real_root))
+        extract_archive(data, Path(self._real_root))
 
     def get_archive(self, path: str) -> bytes:
         """A tar of ``path`` whose top member is its basename; symlinks inside stay links."""
@@ -538,15 +530,15 @@ class LocalBackend(Backend[LocalOptions]):
         """Copy from the host directly, streaming.
 
         A directory goes through a spooled tar, so that the escape checks of
-        ``_archive.extract`` apply to every member.
+        ``extract_archive`` apply to every member.
         """
         self._alive_or_raise()
         self._writable_path(path)
         if host.is_dir():
             with tempfile.TemporaryFile() as spool:
-                _archive.write_directory(spool, host, path)
+                write_directory_archive(spool, host, path)
                 spool.seek(0)
-                _archive.extract(spool, Path(self._real_root))
+                extract_archive(spool, Path(self._real_root))
             return
         if not host.is_file():
             raise FileNotFoundError(f"no such file or directory on the host: {host}")
@@ -572,7 +564,7 @@ class LocalBackend(Backend[LocalOptions]):
             with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as archive:
                 archive.add(source, arcname=os.path.basename(source.rstrip("/")) or "root")
             spool.seek(0)
-            _transfer.unpack(spool, path, host)
+            unpack_download(spool, path, host)
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write directly on the host (no tar round trip), replacing a symlink at the path."""

@@ -23,8 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from sandbox_runtime.backend_kit import (
+    ExecResult,
+)
 from sandbox_runtime.errors import BackendError
-from sandbox_runtime.results import ExecResult
 
 __all__ = ["SETUP_TRIES", "Bubblewrap"]
 

@@ -16,8 +16,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sandbox_runtime._output import HeadTailBuffer
-from sandbox_runtime.results import ExecResult
+from sandbox_runtime.backend_kit import (
+    ExecResult,
+    HeadTailBuffer,
+)
 
 __all__ = ["kill_marked", "run_process"]
 
@@ -100,7 +102,7 @@ def kill_marked(marker: str) -> int:
     Reads ``/proc/<pid>/environ``, which only the processes' owner (or root) can read, so it
     never reaches another user's processes.  Returns how many were found.
 
-    As the in-sandbox kill script does (``_shell.kill_group_script``), every carrier is
+    As the in-sandbox kill script does (``kill_group_script``), every carrier is
     stopped before any is killed: killing in ``/proc`` order let ``sh -c 'sleep 4; echo late
     > f'`` write ``f`` when its sleep's pid came first.  And one scan is not enough: a
     process in the middle of ``execve`` (a ``setsid sh -c ...`` just forked) reads an empty

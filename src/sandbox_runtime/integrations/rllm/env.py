@@ -51,6 +51,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.r2egym import (
     ToolScripts,
@@ -59,7 +61,6 @@ from sandbox_runtime.integrations.r2egym import (
     timeout_message,
     tool_files,
 )
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
@@ -79,7 +80,6 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
-from sandbox_runtime.usage import SandboxUsage
 
 if TYPE_CHECKING:
     _EnvBase = object
@@ -298,7 +298,7 @@ class SWEEnv(_EnvBase):
     def accounting(self) -> dict[str, Any]:
         """What the episode used so far: its sandbox, a fresh grading sandbox, grading time.
 
-        Counted by the runtime as calls pass (:mod:`sandbox_runtime.usage`): no engine call.
+        Counted by the runtime as calls pass (:mod:`sandbox_runtime._core.usage`): no engine call.
         """
         episode = self.sandbox.usage if self.sandbox is not None else self._closed_usage
         return {

@@ -35,11 +35,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.backend import Capability
-from sandbox_runtime.config import SandboxConfig
+from sandbox_runtime._core.backend import Capability
+from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.registry import load_backend
-from sandbox_runtime.runtime import SandboxRuntime
 
 __all__ = ["BACKEND_PREFIX", "CommandFailedError", "RLLMSandbox", "install"]
 

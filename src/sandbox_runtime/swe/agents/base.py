@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.tools import Observation, ToolCall
 from sandbox_runtime.swe.task import Task
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget, Step
 from sandbox_runtime.swe.agents.r2e_protocol import frame, parse_action, tool_name
 from sandbox_runtime.swe.agents.tools import TOOL_SCHEMAS, ToolBox, ToolCall

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.agents.tools import ToolBox, ToolCall
 from sandbox_runtime.swe.task import Task

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget, Step
 from sandbox_runtime.swe.task import Task
 

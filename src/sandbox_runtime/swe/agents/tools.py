@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.runtime import SandboxRuntime
 
 __all__ = ["TOOL_SCHEMAS", "Observation", "ToolBox", "ToolCall"]
 

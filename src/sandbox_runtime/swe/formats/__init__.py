@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox_runtime._plugins import PluginInfo, Registry
+from sandbox_runtime._core.plugins import PluginInfo, Registry
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat
 

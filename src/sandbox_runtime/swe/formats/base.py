@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from sandbox_runtime.runtime import SandboxRuntime
+    from sandbox_runtime._core.runtime import SandboxRuntime
     from sandbox_runtime.swe.grading import GradeResult
     from sandbox_runtime.swe.task import Task
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat
 from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.parsers import PASSED_STATUSES, parse_any, strip_ansi

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.commit import ParsedCommit
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat
 from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, timed_out_result

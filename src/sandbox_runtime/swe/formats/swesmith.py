@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from sandbox_runtime.runtime import SandboxRuntime
+from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat, json_list
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading, grade_test_lists, test_list_paths
 from sandbox_runtime.swe.grading import GradeResult

@@ -1,0 +1,213 @@
+"""The E2B-compatible REST door (``X-API-KEY: ark_...``), as the e2b SDK calls it.
+
+``templateID`` is a tool name (or id), as on AGS.  Create answers 201 with the ``Sandbox``
+object, kill and timeout 204, unknown sandboxes 404; errors are ``{"code", "message"}``.
+Both the old routes (``POST /sandboxes``, ``POST /sandboxes/{id}/connect``, e2b < 2.51) and the
+``/v2`` ones of newer SDKs are served.  Pause, resume, snapshots, metrics and logs are not.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hmac
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qs
+
+from sandbox_runtime._envd.server import ENVD_VERSION
+
+from ._e2b_list import ListQuery, list_page
+from ._service import AgsService
+from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError
+
+__all__ = ["E2bAnswer", "E2bApi"]
+
+E2bAnswer = tuple[int, Any, dict[str, str]]
+#: The least a refresh keeps the sandbox alive for, in seconds (E2B's default timeout).
+DEFAULT_REFRESH = 15
+_SANDBOX_ROUTE = re.compile(r"^/(?:v2/)?sandboxes/(?P<id>[^/]+)(?P<rest>/[a-z]+)?$")
+_STATUS_FOR = {
+    "ResourceNotFound.SandboxTool": 404,
+    "ResourceNotFound.SandboxInstance": 404,
+    "ResourceUnavailable.SandboxTool": 400,
+    "LimitExceeded.SandboxInstance": 429,
+    "InvalidParameterValue.Timeout": 400,
+    "UnsupportedOperation.SandboxInstance": 409,
+}
+
+
+def _precise(timestamp: float) -> str:
+    """RFC 3339 in UTC with microseconds, as E2B times its sandboxes (``startedAfter`` needs it)."""
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _error(status: int, message: str) -> E2bAnswer:
+    return status, {"code": status, "message": message}, {}
+
+
+class E2bApi:
+    """Routes of the E2B REST API onto the service."""
+
+    def __init__(self, service: AgsService) -> None:
+        self.service = service
+
+    def operation(self, method: str, path: str) -> str:
+        """A stable name for a request, for faults and the request log (``POST /sandboxes``)."""
+        match = _SANDBOX_ROUTE.match(path)
+        if match:
+            prefix = "/v2" if path.startswith("/v2/") else ""
+            return f"{method} {prefix}/sandboxes/{{id}}{match['rest'] or ''}"
+        return f"{method} {path}"
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        """True if ``X-API-KEY`` is an active key of this service."""
+        given = headers.get("x-api-key", "")
+        key = self.service.store.api_key(given) if given else None
+        return key is not None and hmac.compare_digest(key.secret, given)
+
+    async def handle(
+        self, method: str, path: str, query: bytes, headers: dict[str, str], body: bytes
+    ) -> E2bAnswer:
+        """``(status, JSON body or None, extra headers)`` for one REST request."""
+        if not self.authorized(headers):
+            return _error(401, "Invalid API key, please visit the console to get a valid key")
+        try:
+            payload = json.loads(body) if body else {}
+        except ValueError:
+            return _error(400, "request body is not valid JSON")
+        try:
+            if method == "POST" and path in ("/sandboxes", "/v2/sandboxes"):
+                return await self._create(payload)
+            if method == "GET" and path in ("/sandboxes", "/v2/sandboxes"):
+                return self._list(parse_qs(query.decode()), v2=path.startswith("/v2"))
+            match = _SANDBOX_ROUTE.match(path)
+            if match is None:
+                return _error(404, f"no route for {method} {path}")
+            instance = self.service.store.instance(match["id"])
+            await self.service.check_alive(instance)
+            rest = match["rest"] or ""
+            if method == "GET" and not rest:
+                if instance.status not in ("STARTING", "RUNNING"):
+                    return _error(404, f"sandbox {instance.instance_id} not found")
+                return 200, self._detail(instance), {}
+            if method == "DELETE" and not rest:
+                if instance.status not in ("STARTING", "RUNNING"):
+                    return _error(404, f"sandbox {instance.instance_id} not found")
+                await self.service.stop_instance(instance)
+                return 204, None, {}
+            if method == "POST" and rest == "/timeout":
+                # E2B: the end becomes now + timeout, shorter or longer (negative: now).
+                self._check_running(instance)
+                self.service.set_timeout(instance, int(payload.get("timeout") or 0))
+                return 204, None, {}
+            if method == "POST" and rest == "/refreshes":
+                self._check_running(instance)
+                seconds = max(int(payload.get("duration") or 0), DEFAULT_REFRESH)
+                self.service.set_timeout(instance, seconds, allow_shorter=False)
+                return 204, None, {}
+            if method == "POST" and rest == "/connect":
+                self._check_running(instance)
+                seconds = int(payload.get("timeout") or 0) or instance.timeout
+                self.service.set_timeout(instance, seconds, allow_shorter=False)
+                return 200, self._sandbox(instance), {}
+            if rest in ("/pause", "/resume", "/snapshots", "/metrics", "/logs", "/fork"):
+                return _error(501, f"{rest[1:]} is not supported by the emulator")
+            return _error(404, f"no route for {method} {path}")
+        except ServiceError as exc:
+            status = _STATUS_FOR.get(exc.code, exc.http_status)
+            return _error(status, exc.message)
+
+    @staticmethod
+    def _create_timeout(raw: Any) -> int:
+        """A create's lifetime: E2B's checks (positive, at most 24 h), AGS's 5-minute default."""
+        if raw is None:
+            return DEFAULT_TIMEOUT
+        seconds = int(raw)
+        if seconds <= 0:
+            raise ServiceError("InvalidParameterValue.Timeout", "Timeout must be greater than 0")
+        if seconds > MAX_TIMEOUT:
+            raise ServiceError(
+                "InvalidParameterValue.Timeout",
+                f"Timeout cannot be greater than {MAX_TIMEOUT // 3600} hours",
+            )
+        return seconds
+
+    @staticmethod
+    def _check_running(instance: Instance) -> None:
+        if instance.status not in ("STARTING", "RUNNING"):
+            raise ServiceError(
+                "ResourceNotFound.SandboxInstance", f"sandbox {instance.instance_id} not found"
+            )
+
+    async def _create(self, payload: dict[str, Any]) -> E2bAnswer:
+        template = str(payload.get("templateID") or "")
+        if not template:
+            return _error(400, "templateID is required")
+        store = self.service.store
+        try:
+            tool = store.tool(tool_id=template)
+        except ServiceError:
+            tool = store.tool(name=template)
+        fault = self.service.faults.take("e2b", "POST /sandboxes", ("slow_start",))
+        instance = await self.service.start_instance(
+            tool=tool,
+            timeout=self._create_timeout(payload.get("timeout")),
+            custom={},
+            metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
+            env={str(k): str(v) for k, v in (payload.get("envVars") or {}).items()},
+            auth_mode="DEFAULT" if payload.get("secure", True) else "NONE",
+            client_token=None,
+            slow_start=fault.delay if fault else 0.0,
+        )
+        if fault is not None:
+            # The REST API answers only once the sandbox runs.
+            import asyncio
+
+            await asyncio.to_thread(instance.boot_done.wait, self.service.limits.start_wait)
+        return 201, self._sandbox(instance), {}
+
+    def _sandbox(self, instance: Instance) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "templateID": instance.tool.tool_id,
+            "alias": instance.tool.name,
+            "sandboxID": instance.instance_id,
+            "clientID": "emulator",
+            "envdVersion": ENVD_VERSION,
+            "domain": None,
+        }
+        if instance.auth_mode != "NONE":
+            body["envdAccessToken"] = instance.envd_token
+            body["trafficAccessToken"] = instance.envd_token
+        return body
+
+    def _listed(self, instance: Instance) -> dict[str, Any]:
+        return {
+            "templateID": instance.tool.tool_id,
+            "alias": instance.tool.name,
+            "sandboxID": instance.instance_id,
+            "clientID": "emulator",
+            "startedAt": _precise(instance.created),
+            "endAt": _precise(instance.expires),
+            "cpuCount": 1,
+            "memoryMB": 1024,
+            "diskSizeMB": 10240,
+            "metadata": instance.metadata,
+            "state": "running",
+            "envdVersion": ENVD_VERSION,
+        }
+
+    def _detail(self, instance: Instance) -> dict[str, Any]:
+        detail = self._listed(instance)
+        detail["domain"] = None
+        if instance.auth_mode != "NONE":
+            detail["envdAccessToken"] = instance.envd_token
+        return detail
+
+    def _list(self, query: dict[str, list[str]], *, v2: bool) -> E2bAnswer:
+        parsed = ListQuery.parse(query)
+        with self.service.store.lock:
+            instances = list(self.service.store.instances.values())
+        items, headers = list_page(instances, parsed, self._listed, paged=v2)
+        return 200, items, headers

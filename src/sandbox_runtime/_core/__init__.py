@@ -1,0 +1,1 @@
+"""The core: the sandbox API, the backend contract and what every backend shares."""

@@ -1,0 +1,653 @@
+"""``SandboxRuntime``: the one interface users hold, written once above every backend."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import posixpath
+import shlex
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
+
+from sandbox_runtime._core.backend import Backend, Capability, ExecRequest, SandboxInfo
+from sandbox_runtime._core.config import BackendOptions, SandboxConfig
+from sandbox_runtime._core.limits import start_slot
+from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
+from sandbox_runtime._core.streaming import (
+    BACKGROUND_VAR,
+    CommandHandle,
+    OutputListener,
+    TextListener,
+    new_background_token,
+    output_listener,
+)
+from sandbox_runtime._core.usage import SandboxUsage, UsageMeter, host_size
+from sandbox_runtime.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    PathEscapeError,
+    SandboxClosedError,
+    SandboxError,
+    SandboxGoneError,
+)
+
+__all__ = ["SandboxRuntime", "list_sandboxes"]
+
+logger = logging.getLogger("sandbox_runtime")
+
+_DEFAULT: Any = object()
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    STARTED = "started"
+    CLOSED = "closed"
+
+
+def validate_options(config: SandboxConfig, backend_cls: type[Backend[Any]]) -> BackendOptions:
+    """Validate ``config.options`` with the backend's model; errors read ``options.<field>``."""
+    model = backend_cls.options_model
+    raw = config.options
+    if isinstance(raw, BackendOptions):
+        if not isinstance(raw, model):
+            raise ConfigError(
+                f"options for the {backend_cls.name!r} backend must be {model.__name__}, "
+                f"not {type(raw).__name__}"
+            )
+        return raw
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        details = [
+            InitErrorDetails(
+                type=error["type"],
+                loc=("options", *error["loc"]),
+                input=error["input"],
+                ctx=error.get("ctx", {}),
+            )
+            for error in exc.errors()
+        ]
+        raise ValidationError.from_exception_data("SandboxConfig", details) from None
+
+
+class SandboxRuntime:
+    """One sandbox: start it, run commands, move files, patch and diff, then close it.
+
+    Open it with a :class:`SandboxConfig` or with the config's fields as keywords::
+
+        with SandboxRuntime(backend="docker", image="python:3.12", workdir="/testbed") as sb:
+            print(sb.exec("python -V").stdout)
+
+    Methods are safe to call from several threads at once; ``start`` and ``close`` are
+    serialised, and ``close`` is idempotent.  Nothing is cleaned up in ``__del__``: use the
+    context manager or call :meth:`close`, and run ``sandbox-runtime reap`` for what a killed
+    client left behind.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None, /, **fields: Any) -> None:
+        if config is None:
+            config = SandboxConfig(**fields)
+        elif fields:
+            # Only what was set: the rest stays unset, so a backend may still fill it in.
+            given = config.model_dump(exclude_unset=True)
+            config = SandboxConfig.model_validate({**given, **fields})
+        backend_cls = load_backend(config.backend)
+        options = validate_options(config, backend_cls)
+        # The validated model replaces the raw dict: its repr masks secrets and long fields.
+        config = backend_cls.configure(config, options).model_copy(update={"options": options})
+        if config.mounts and Capability.HOST_MOUNTS not in backend_cls.capabilities_for(options):
+            raise ConfigError(
+                f"the {backend_cls.name or config.backend!r} backend cannot bind host paths "
+                "(mounts); use a backend with the host_mounts capability, such as docker"
+            )
+        self._config = config
+        self._backend: Backend[Any] = backend_cls(config, options)
+        self._state = _State.NEW
+        self._lifecycle = threading.Lock()
+        self._base_commits: dict[str, str] = {}
+        self._meter = UsageMeter()
+
+    @classmethod
+    def connect(cls, backend: str, sandbox_id: str, /, **fields: Any) -> SandboxRuntime:
+        """Take over a running sandbox by id, e.g. one another process started.
+
+        ``fields`` are :class:`SandboxConfig` fields (``options`` for the backend's
+        credentials, ``exec_timeout``, ...); the workdir is the sandbox's own unless given.
+        The returned runtime is started; closing it removes the sandbox, and leaving it open
+        leaves the sandbox to its lifetime.  Ownership stays with the creating process, so
+        ``sandbox-runtime reap`` may remove the sandbox once that process is gone.
+        Raises :class:`SandboxGoneError` when no running sandbox of this library has that id.
+        """
+        config = SandboxConfig(backend=backend, **fields)
+        backend_cls = load_backend(config.backend)
+        if Capability.RECONNECT not in backend_cls.capabilities_for(
+            validate_options(config, backend_cls)
+        ):
+            raise ConfigError(f"the {backend!r} backend cannot reconnect to a running sandbox")
+        listed = {info.sandbox_id: info for info in list_sandboxes(backend, options=config.options)}
+        info = listed.get(sandbox_id)
+        if "workdir" not in fields and info is not None and info.workdir:
+            config = config.model_copy(update={"workdir": info.workdir})
+        runtime = cls.__new__(cls)
+        options = validate_options(config, backend_cls)
+        runtime._config = config.model_copy(update={"options": options})
+        runtime._backend = backend_cls(runtime._config, options)
+        runtime._lifecycle = threading.Lock()
+        runtime._base_commits = {}
+        runtime._meter = UsageMeter()
+        runtime._meter.started(runtime._meter.starting())  # its lifetime here starts now
+        runtime._backend.attach(sandbox_id)
+        runtime._state = _State.STARTED
+        return runtime
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def config(self) -> SandboxConfig:
+        """The validated configuration this sandbox was opened with."""
+        return self._config
+
+    @property
+    def backend(self) -> Backend[Any]:
+        """The backend instance, for backend-specific calls the common interface lacks."""
+        return self._backend
+
+    @property
+    def id(self) -> str:
+        """The backend's identifier of this sandbox (container id, instance id, directory)."""
+        return self._backend.sandbox_id
+
+    @property
+    def workdir(self) -> str:
+        """The working directory of commands, and the base of relative paths."""
+        return self._config.workdir
+
+    @property
+    def usage(self) -> SandboxUsage:
+        """What this sandbox used so far (see ``_core/usage.py``): counted, never asked."""
+        return self._meter.snapshot()
+
+    def start(self) -> SandboxRuntime:
+        """Create the sandbox; returns ``self``, so ``SandboxRuntime(...).start()`` reads well."""
+        with self._lifecycle:
+            if self._state is _State.STARTED:
+                return self
+            if self._state is _State.CLOSED:
+                raise SandboxClosedError("this sandbox was closed; open a new one")
+            with start_slot(type(self._backend), self._backend.options) as waited:
+                # The sandbox's lifetime and start latency begin once a start slot is had.
+                began = self._meter.starting()
+                with self._meter.call():
+                    self._backend.start()
+                self._meter.started(began)
+            self._state = _State.STARTED
+        logger.debug(
+            "started %s sandbox %s in %.3fs (%.3fs waiting for a start slot)",
+            self._config.backend,
+            self.id,
+            time.monotonic() - began,
+            waited,
+        )
+        return self
+
+    def close(self) -> None:
+        """Stop and remove the sandbox; safe to call more than once."""
+        with self._lifecycle:
+            if self._state is _State.CLOSED:
+                return
+            was_started = self._state is _State.STARTED
+            self._state = _State.CLOSED
+            try:
+                if was_started:
+                    with self._meter.call():
+                        self._backend.stop()
+            finally:
+                self._meter.closed()
+        logger.debug("closed %s sandbox", self._config.backend)
+
+    def __enter__(self) -> SandboxRuntime:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def is_alive(self) -> bool:
+        """True while the sandbox is started, not closed, and its backend says it exists."""
+        return self._state is _State.STARTED and self._backend.is_alive()
+
+    def _ready(self) -> Backend[Any]:
+        if self._state is _State.STARTED:
+            return self._backend
+        if self._state is _State.CLOSED:
+            raise SandboxClosedError("this sandbox was closed")
+        raise SandboxError("the sandbox is not started: call start() or use it in a with block")
+
+    def __repr__(self) -> str:
+        return (
+            f"SandboxRuntime(backend={self._config.backend!r}, image={self._config.image!r}, "
+            f"state={self._state.value!r})"
+        )
+
+    # -- commands ----------------------------------------------------------------------
+
+    def resolve(self, path: str | os.PathLike[str]) -> str:
+        """The absolute sandbox path for ``path``; relative paths start at the workdir.
+
+        A path whose ``..`` components would climb above ``/`` is refused on every backend:
+        POSIX would quietly clamp it, but it is always a mistake or an escape attempt.
+        """
+        text = os.fspath(path)
+        if not text or "\0" in text:
+            raise ConfigError(f"invalid sandbox path {text!r}")
+        joined = posixpath.join(self._config.workdir, text)
+        depth = 0
+        for part in joined.split("/"):
+            if part == "..":
+                depth -= 1
+                if depth < 0:
+                    raise PathEscapeError(f"path climbs above the sandbox root: {text!r}")
+            elif part not in ("", "."):
+                depth += 1
+        return posixpath.normpath(joined)
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = _DEFAULT,
+        stdin: bytes | str | None = None,
+        check: bool = False,
+        max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
+    ) -> ExecResult:
+        """Run a command and return its result; a non-zero exit is data unless ``check=True``.
+
+        ``command`` is shell text (run by bash where the image has it, else sh) or an
+        argument vector run without a shell.  ``timeout`` defaults to the config's
+        ``exec_timeout`` (``None`` for no limit); when it fires, the command's whole process
+        group is killed and the output so far is returned with ``timed_out=True``.
+        ``on_stdout`` / ``on_stderr`` get the output as text while it arrives (from the
+        thread reading it; :mod:`sandbox_runtime._core.streaming`); the result still holds it all.
+        """
+        listener = output_listener(on_stdout, on_stderr)
+        try:
+            return self._exec(command, cwd, env, timeout, stdin, check, max_output_bytes, listener)
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def exec_background(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | str | None = None,
+        max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
+    ) -> CommandHandle:
+        """Start a command and return at once: a handle with ``wait()``, ``kill()`` and ``done``.
+
+        The command runs as :meth:`exec` runs it (no time limit unless ``timeout``), on a
+        thread of its own; the callbacks stream its output. ``kill()`` ends it and everything
+        it started.
+        """
+        self._ready()
+        token = new_background_token()
+        merged = {**(env or {}), BACKGROUND_VAR: token}
+        display = command if isinstance(command, str) else shlex.join(command)
+        handle = CommandHandle(self, token, display)
+
+        def run() -> ExecResult:
+            return self.exec(
+                command,
+                cwd=cwd,
+                env=merged,
+                timeout=timeout,
+                stdin=stdin,
+                max_output_bytes=max_output_bytes,
+                on_stdout=on_stdout,
+                on_stderr=on_stderr,
+            )
+
+        return handle.start(run)
+
+    def _exec(
+        self,
+        command: str | Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        stdin: bytes | str | None,
+        check: bool,
+        max_output_bytes: int | None,
+        listener: OutputListener | None,
+    ) -> ExecResult:
+        backend = self._ready()
+        if isinstance(command, str):
+            if not command.strip():
+                raise ConfigError("empty command")
+            normalized: str | tuple[str, ...] = command
+        else:
+            normalized = tuple(command)
+            if not normalized:
+                raise ConfigError("empty argument vector")
+        # No process can receive a NUL byte in an argument: refuse it the same way on every
+        # backend instead of letting each fail its own way (or run a truncated command).
+        if any(
+            "\0" in part for part in ([normalized] if isinstance(normalized, str) else normalized)
+        ):
+            raise ConfigError("a command cannot contain a NUL byte")
+        merged_env = dict(self._config.env)
+        if env:
+            for key, value in env.items():
+                if not key or "=" in key or "\0" in key:
+                    raise ConfigError(f"invalid environment variable name {key!r}")
+                if "\0" in value:
+                    raise ConfigError(f"environment variable {key} contains a NUL byte")
+            merged_env.update(env)
+        if timeout is _DEFAULT:
+            timeout = self._config.exec_timeout
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout must be positive, got {timeout}")
+        request = ExecRequest(
+            command=normalized,
+            cwd=self.resolve(cwd) if cwd is not None else self._config.workdir,
+            env=merged_env,
+            timeout=timeout,
+            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+            max_output_bytes=max_output_bytes or self._config.max_output_bytes,
+            on_output=listener,
+        )
+        with self._meter.call():
+            result = self._exec_or_gone(backend, request)
+        self._meter.command(result, request.stdin)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "exec %r -> %s in %.3fs%s",
+                request.display[:200],
+                result.exit_code,
+                result.duration,
+                " (timed out)" if result.timed_out else "",
+            )
+        return result.check() if check else result
+
+    def _exec_or_gone(self, backend: Backend[Any], request: ExecRequest) -> ExecResult:
+        """Run ``request``; a command that ends because its sandbox died is SandboxGoneError.
+
+        When a container, pod or instance is killed, the command in flight usually ends with
+        a signal's exit code (137) or a broken stream, which would read as the command's own
+        failure (and, in grading, as a reward of 0).  Whenever an exec ends that way, the
+        backend is asked whether the sandbox still exists; only then, so a normal command
+        costs nothing extra.
+        """
+        try:
+            result = backend.exec(request)
+        except (BackendError, BackendUnavailableError) as exc:
+            if not backend.is_alive():
+                raise SandboxGoneError(
+                    f"the sandbox died during the command ({exc}): {request.display[:200]}"
+                ) from exc
+            raise
+        if result.exit_code >= 128 and not result.timed_out and _dying(backend):
+            raise SandboxGoneError(
+                f"the sandbox died during the command (exit code {result.exit_code}): "
+                f"{request.display[:200]}"
+            )
+        return result
+
+    def run_tests(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = _DEFAULT,
+        cwd: str | None = None,
+    ) -> ExecResult:
+        """Run a test command; the result is data for a log parser (see ``sandbox_runtime.swe``)."""
+        return self.exec(command, timeout=timeout, cwd=cwd)
+
+    # -- files -------------------------------------------------------------------------
+
+    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
+        """The content of a file in the sandbox."""
+        with self._meter.call():
+            data = self._ready().read_file(self.resolve(path))
+        self._meter.moved(down=len(data))
+        return data
+
+    def read_text(
+        self, path: str | os.PathLike[str], *, encoding: str = "utf-8", errors: str = "strict"
+    ) -> str:
+        """A file in the sandbox as text."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
+        """Create or replace a file, creating missing parent directories."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ConfigError(f"write_bytes needs bytes, got {type(data).__name__}")
+        with self._meter.call():
+            self._ready().write_file(self.resolve(path), bytes(data), mode)
+        self._meter.moved(up=len(data))
+
+    def write_text(
+        self,
+        path: str | os.PathLike[str],
+        text: str,
+        *,
+        encoding: str = "utf-8",
+        mode: int = 0o644,
+    ) -> None:
+        """Create or replace a text file, creating missing parent directories."""
+        if not isinstance(text, str):
+            raise ConfigError(f"write_text needs str, got {type(text).__name__}")
+        self.write_bytes(path, text.encode(encoding), mode=mode)
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        """True if the path exists in the sandbox (a broken symlink counts)."""
+        with self._meter.call():
+            return self._ready().exists(self.resolve(path))
+
+    def stat(self, path: str | os.PathLike[str]) -> FileInfo:
+        """What ``path`` is (``lstat``: a symlink is described, not followed)."""
+        with self._meter.call():
+            return self._ready().stat(self.resolve(path))
+
+    def list_dir(self, path: str | os.PathLike[str] = ".") -> list[FileInfo]:
+        """The entries of a directory (default: the workdir), sorted by name."""
+        with self._meter.call():
+            return self._ready().list_dir(self.resolve(path))
+
+    def make_dir(self, path: str | os.PathLike[str]) -> None:
+        """Create a directory and its missing parents; an existing directory is fine."""
+        with self._meter.call():
+            self._ready().make_dir(self.resolve(path))
+
+    def remove(self, path: str | os.PathLike[str], *, recursive: bool = False) -> None:
+        """Remove a file or symlink, or a whole directory with ``recursive=True``.
+
+        A path that does not exist is not an error (as ``rm -f`` and envd's remove).
+        """
+        resolved = self.resolve(path)
+        if resolved == "/":
+            raise ConfigError("refusing to remove the sandbox's /")
+        with self._meter.call():
+            self._ready().remove(resolved, recursive=recursive)
+
+    def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
+        """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files).
+
+        Large files and trees travel in pieces, so the client's memory does not grow with
+        their size.
+        """
+        with self._meter.call():
+            self._ready().copy_in(Path(local_path), self.resolve(sandbox_path))
+        self._meter.moved(up=host_size(Path(local_path)))
+
+    def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
+        """Copy a sandbox file or directory to ``local_path`` on the host (in pieces)."""
+        with self._meter.call():
+            self._ready().copy_out(self.resolve(sandbox_path), Path(local_path))
+        self._meter.moved(down=host_size(Path(local_path)))
+
+    # -- repositories ------------------------------------------------------------------
+
+    def _git(self, args: str, cwd: str | None, timeout: float | None = _DEFAULT) -> ExecResult:
+        # safe.directory: the repository is often owned by another uid than the exec user.
+        return self.exec(f"git -c safe.directory='*' {args}", cwd=cwd, timeout=timeout)
+
+    def base_commit(self, *, cwd: str | None = None, refresh: bool = False) -> str:
+        """The commit the repository at ``cwd`` had when first asked; diffs and resets use it.
+
+        Call it right after start (the SWE layer does) if an agent may commit later, and with
+        ``refresh=True`` after a setup step that commits (it re-reads ``HEAD``).
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        cached = None if refresh else self._base_commits.get(directory)
+        if cached is None:
+            result = self._git("rev-parse HEAD", directory)
+            if result.exit_code != 0:
+                raise SandboxError(f"no git commit at {directory}: {result.output.strip()}")
+            cached = result.stdout.strip()
+            self._base_commits[directory] = cached
+        return cached
+
+    def apply_patch(self, patch: str, *, cwd: str | None = None) -> PatchResult:
+        """Apply a unified diff in ``cwd`` (default: the workdir) and say whether it applied.
+
+        ``git apply`` is tried first, then ``patch --fuzz`` (as the SWE-bench harness does);
+        a patch that applies neither way changes nothing and its ``message`` says why.
+        """
+        if not patch.strip():
+            return PatchResult(applied=False, message="empty patch")
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        data = (patch if patch.endswith("\n") else patch + "\n").encode()
+        files = _patched_files(patch)
+        # The patch travels on stdin, so no temporary file has to be shared between the file
+        # API and the command (on local without namespaces those see different paths).
+        attempts = [
+            "git -c safe.directory='*' apply --whitespace=nowarn -",
+            "git -c safe.directory='*' apply --whitespace=nowarn --recount -",
+            "patch --batch --fuzz=5 -p1 --forward --dry-run",
+        ]
+        messages = []
+        for attempt in attempts:
+            result = self.exec(attempt, cwd=directory, stdin=data)
+            if result.exit_code == 0 and attempt.startswith("patch"):
+                result = self.exec(
+                    "patch --batch --fuzz=5 -p1 --forward", cwd=directory, stdin=data
+                )
+            if result.exit_code == 0:
+                return PatchResult(applied=True, message=result.output.strip(), files=files)
+            messages.append(result.output.strip())
+        return PatchResult(applied=False, message=messages[0] or messages[-1], files=files)
+
+    def diff(self, *, base: str | None = None, cwd: str | None = None) -> str:
+        """The changes in the working tree against ``base`` (default: :meth:`base_commit`).
+
+        New untracked files are included and binary changes are kept, so the diff can be
+        applied to a fresh checkout.  The repository's index is left untouched.
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        base = base or self.base_commit(cwd=directory)
+        index = f"/tmp/sandbox-runtime-{uuid.uuid4().hex}.index"
+        quoted_index = shlex.quote(index)
+        script = (
+            f"set -e; trap 'rm -f {quoted_index}' EXIT; "
+            "g() { git -c safe.directory='*' \"$@\"; }; "
+            # cp -p keeps the index's mtime: git's racy-clean check compares it with file
+            # mtimes, and a fresh mtime would hide same-size edits made in the same second.
+            "real=$(g rev-parse --git-path index); "
+            f'[ -f "$real" ] && cp -p "$real" {quoted_index}; '
+            f"export GIT_INDEX_FILE={quoted_index}; "
+            f"g add -A . >/dev/null; g diff --cached --binary {shlex.quote(base)} -- ."
+        )
+        result = self.exec(script, cwd=directory)
+        if result.exit_code != 0:
+            raise SandboxError(f"git diff failed in {directory}: {result.output.strip()}")
+        return result.stdout
+
+    def reset(self, *, base: str | None = None, cwd: str | None = None) -> None:
+        """Return the repository to ``base`` (default: :meth:`base_commit`), removing new files.
+
+        Ignored files (build outputs, installed package metadata) are kept, so the
+        environment the image prepared keeps working.
+        """
+        directory = self.resolve(cwd) if cwd is not None else self._config.workdir
+        base = base or self.base_commit(cwd=directory)
+        command = f"reset -q --hard {shlex.quote(base)} && git -c safe.directory='*' clean -qfd"
+        result = self._git(command, directory)
+        if result.exit_code != 0:
+            raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def _dying(backend: Backend[Any], settle: float = 0.5) -> bool:
+    """True when the sandbox is gone, or goes within ``settle`` seconds.
+
+    An engine can still report a container as running for a moment after the process that
+    held the command's exec was killed by its removal; a command that merely died of a
+    signal in a living sandbox costs this short wait, and only then.
+    """
+    deadline = time.monotonic() + settle
+    delay = 0.05
+    while True:
+        if not backend.is_alive():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def list_sandboxes(
+    backend: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    options: Mapping[str, Any] | BackendOptions | None = None,
+) -> list[SandboxInfo]:
+    """The running sandboxes this library made on ``backend`` (any client's), newest first.
+
+    ``labels`` keeps those carrying every given user label; ``options`` are the backend's
+    (credentials, kubeconfig, base directory), as in :class:`SandboxConfig`.
+    """
+    backend_cls = load_backend(backend)
+    config = SandboxConfig(backend=backend, options=options if options is not None else {})
+    found = backend_cls.list_sandboxes(validate_options(config, backend_cls))
+    wanted = dict(labels or {})
+    chosen = [info for info in found if info.matches(wanted)]
+    return sorted(chosen, key=lambda info: info.created_at or 0.0, reverse=True)
+
+
+def _patched_files(patch: str) -> tuple[str, ...]:
+    """The paths a unified diff touches, from its ``+++``/``---`` headers, in order."""
+    files: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith(("+++ ", "--- ")):
+            name = line[4:].split("\t", 1)[0].strip()
+            if name == "/dev/null":
+                continue
+            if name.startswith(("a/", "b/")):
+                name = name[2:]
+            if name not in files:
+                files.append(name)
+    return tuple(files)

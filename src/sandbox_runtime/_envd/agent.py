@@ -1,0 +1,520 @@
+"""The in-sandbox agent of the container backends: our envd, started with the image's python3.
+
+A ``docker exec`` costs ~40 ms of runc process setup before the command runs; a server that
+already runs inside the container starts a command in about a millisecond.  So a docker (or
+kubernetes) sandbox may start our envd (:mod:`sandbox_runtime._envd.server`, standard library
+only) next to its lifetime ``sleep``, and exec and files then go through it
+(:class:`~sandbox_runtime._envd.commands.EnvdCommands`, the same code the ``ags`` backend runs
+against the real envd).
+
+How it is started, off the path of the start itself: the container's command becomes
+:func:`launch_command`, the usual ``sleep`` with a small background loop beside it.  Once the
+container runs, the backend uploads :func:`agent_archive` (the server package as a zip, a
+start script and the sandbox's token) in the background, and the loop starts ``python3`` on
+it if the image has one.  The agent listens on the container's own address, port
+:data:`AGENT_PORT`, and answers only requests carrying the sandbox's token
+(``X-Access-Token``); the token is in no command line and no file once the agent runs.
+Nothing is published on the host.
+
+How it is used (:class:`AgentLink`): until the agent answers, and for good in an image without
+``python3`` or a container whose address this host cannot reach, calls take the backend's
+native path (or, for an image whose agent answered before, first wait a bounded time for it);
+``mode="on"`` waits for the agent instead and fails when it never answers.  If
+the agent stops answering later (a command killed it), a call that provably sent nothing
+falls back to the native path; a command whose connection broke after it started is an
+error, never run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import io
+import logging
+import marshal
+import tarfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from importlib import resources
+from typing import BinaryIO, Literal, TypeVar
+
+import httpx
+
+from sandbox_runtime._core.backend import ExecRequest
+from sandbox_runtime._core.results import ExecResult
+from sandbox_runtime._core.retry import RetryPolicy
+from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError, SandboxStartError
+
+from .client import EnvdClient, EnvdError, StartRefused, shared_tls_context
+from .commands import STATE_DIR, EnvdCommands
+
+__all__ = [
+    "AGENT_PORT",
+    "AgentLink",
+    "AgentMode",
+    "AgentRouting",
+    "AgentUnreachable",
+    "agent_archive",
+    "launch_command",
+]
+
+logger = logging.getLogger("sandbox_runtime._envd.agent")
+
+T = TypeVar("T")
+AgentMode = Literal["auto", "on", "off"]
+_State = Literal["pending", "ready", "absent"]
+
+#: The agent's port inside the sandbox (envd's own port number).
+AGENT_PORT = 49983
+_PACKAGE = "srt_envd"
+# A probe: an address that neither accepts nor refuses within ``connect`` is unreachable from
+# here (a container network this host is not on); a slow answer is a busy machine.
+_PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
+_PROBE_FIRST_INTERVAL = 0.01
+_PROBE_MAX_INTERVAL = 0.05
+_REQUEST_TIMEOUT = 60.0
+# The least an ``auto`` call waits for an agent its image has shown it runs (see AgentLink).
+_MIN_PATIENCE = 5.0
+# How many times the slowest recent start of the image's agent a call waits for.
+_PATIENCE_FACTOR = 4.0
+
+# Per image (backend, engine and image reference), how long its agents recently took to answer
+# after their sandbox started: seconds, the slowest recent one weighing most.
+_answer_delays: dict[str, float] = {}
+_answer_delays_lock = threading.Lock()
+
+# The container's command ($1: lifetime): a background loop waits for the agent's files (the
+# last entry of their archive marks them complete), then starts it; the main process is the
+# usual sleep.  Nothing of the agent or its token is in the command line the sandbox sees.
+_LAUNCH = (
+    f"d={STATE_DIR}; (n=0; while [ ! -e $d/agent.ready ] && [ $n -lt 1500 ]; do sleep 0.02; "
+    "n=$((n+1)); done; [ -e $d/agent.ready ] && exec /bin/sh $d/agent.sh) >/dev/null 2>&1 & "
+    'exec sleep "$1"'
+)
+
+# Runs once the files are there: the token leaves its file for the agent's environment (which
+# the agent empties of it before any command runs); without python3 nothing starts.  The
+# engine may still be setting agent.ready's owner and times when the loop sees it, so that
+# one stays (removing it failed the upload now and then).
+_START = f"""\
+d={STATE_DIR}
+t=$(cat "$d/agent.token"); rm -f "$d/agent.token"
+p=$(command -v python3) && [ -n "$t" ] || exit 0
+# Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
+ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
+ENVD_ACCESS_TOKEN="$t" exec "$p" -E -s "$d/agent.zip" --host 0.0.0.0 \\
+  --port {AGENT_PORT} --exec-like </dev/null >"$d/agent.log" 2>&1
+"""
+
+_MAIN = f"import sys\nfrom {_PACKAGE}.__main__ import main\nsys.exit(main())\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _agent_zip() -> bytes:
+    """The server package as a runnable zip (``python3 agent.zip``), about 90 KB.
+
+    Each module also goes in compiled by this interpreter, as an unchecked-hash ``.pyc``:
+    an image whose ``python3`` is the same version skips compiling the sources at every
+    start (a quarter of the agent's start-up CPU, which 64 sandboxes starting at once pay
+    64 times); any other version finds a foreign magic number, ignores the ``.pyc`` and
+    compiles the source, as zipimport does.
+    """
+    buffer = io.BytesIO()
+    package = resources.files("sandbox_runtime._envd.server")
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("__main__.py", _MAIN)
+        for entry in sorted(package.iterdir(), key=lambda item: item.name):
+            if entry.name.endswith(".py"):
+                name, source = f"{_PACKAGE}/{entry.name}", entry.read_bytes()
+                archive.writestr(name, source)
+                archive.writestr(name + "c", _unchecked_pyc(source, name))
+    return buffer.getvalue()
+
+
+def _unchecked_pyc(source: bytes, name: str) -> bytes:
+    """``source`` compiled, in the ``.pyc`` layout that is used without checking the source."""
+    code = compile(source, name, "exec", dont_inherit=True)
+    flags = 0b01  # hash-based, check_source unset (PEP 552)
+    return (
+        importlib.util.MAGIC_NUMBER
+        + flags.to_bytes(4, "little")
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
+
+
+def launch_command(lifetime_seconds: int) -> list[str]:
+    """The container's command: ``sleep`` as before, with the agent's starter beside it."""
+    return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
+
+
+def agent_archive(token: str) -> bytes:
+    """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
+
+    The directory is world-writable with the sticky bit, as ``/tmp`` is, so that commands of
+    any user can leave their standard input there.
+    """
+    buffer = io.BytesIO()
+    base = STATE_DIR.lstrip("/")
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        folder = tarfile.TarInfo(base)
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
+        archive.addfile(folder)
+        entries = (
+            ("agent.zip", _agent_zip(), 0o644),
+            ("agent.sh", _START.encode(), 0o644),
+            ("agent.token", token.encode(), 0o644),
+            ("agent.ready", b"", 0o644),
+        )
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(f"{base}/{name}")
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class AgentUnreachable(BackendError):
+    """The agent refused a connection: nothing was sent, the native path may run the call."""
+
+
+class AgentLink:
+    """One sandbox's way to its agent: readiness, the client, and when to use the native path.
+
+    :meth:`start` runs the agent's setup off the caller's path, on a thread: ``upload`` puts
+    the agent's files in the sandbox, then ``/health`` is asked until the agent answers (or
+    the wait runs out, or the address turns out unreachable).  Meanwhile :meth:`commands`
+    answers None (use the native path) without waiting, or, with ``mode="on"``, waits for the
+    outcome and raises if there is no agent.  ``address`` gives the host the agent is reached
+    at (None when the sandbox has none), ``is_alive`` whether the sandbox still runs.
+
+    ``image`` names what the sandbox runs.  Once an agent of that image has answered, a later
+    sandbox of it knows its agent is coming, and under load a native call costs more than the
+    wait (each ``docker exec`` competes with every booting sandbox for the engine and the
+    CPU): so with ``auto`` its first calls wait for the agent, for at most a few times the
+    image's recent answer delays (:func:`_patience`).  A wait that runs out is not repeated:
+    calls go native until the agent answers.  An agent that never answers makes its image
+    unknown again.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: AgentMode,
+        token: str,
+        address: Callable[[], str | None],
+        is_alive: Callable[[], bool],
+        name: str,
+        wait: float,
+        image: str | None = None,
+    ) -> None:
+        self.mode = mode
+        self._token = token
+        self._address = address
+        self._is_alive = is_alive
+        self._name = name
+        self._wait = wait
+        self._image = image
+        self._started = time.monotonic()
+        self._patience: float | None = None
+        self._settled = threading.Event()
+        self._state: _State = "pending"
+        self._why = ""
+        self._client: EnvdClient | None = None
+        self._commands: EnvdCommands | None = None
+
+    def start(self, upload: Callable[[], None]) -> None:
+        """Upload the agent and wait for it on a daemon thread."""
+        self._started = time.monotonic()
+        self._patience = _patience(self._image, self._wait)
+        thread = threading.Thread(
+            target=self._settle, args=(upload,), name="sandbox-agent", daemon=True
+        )
+        thread.start()
+
+    def wait(self) -> None:
+        """Block until the agent answers; :class:`SandboxStartError` if it never will."""
+        self._settled.wait()
+        if self._state != "ready":
+            raise SandboxStartError(self._required())
+
+    def commands(self) -> EnvdCommands | None:
+        """The agent's command and file primitives, or None: use the native path this time."""
+        if self._state == "pending":
+            if self.mode == "on":
+                self._settled.wait()
+            elif self._patience is not None:
+                left = self._started + self._patience - time.monotonic()
+                if left <= 0 or not self._settled.wait(left):
+                    self._patience = None  # waited once: native until the agent answers
+        if self._state == "ready":
+            return self._commands
+        if self._state == "absent" and self.mode == "on":
+            raise BackendError(self._required())
+        return None
+
+    def _required(self) -> str:
+        return f"{self._name}: the in-sandbox agent is required but {self._why}"
+
+    def _settle(self, upload: Callable[[], None]) -> None:
+        try:
+            upload()
+            self._probe()
+        except Exception as exc:
+            self._give_up(f"it could not be started ({exc})")
+        finally:
+            self._settled.set()
+
+    def _probe(self) -> None:
+        """Ask for ``/health`` until the agent answers, the wait runs out, or it cannot."""
+        began = time.monotonic()
+        host = self._address()
+        if not host:
+            self._give_up("the sandbox has no address this host can reach")
+            return
+        url = f"http://{host}:{AGENT_PORT}"
+        # One client for all the probes: a client per probe built a TLS context each time,
+        # which 64 sandboxes starting at once paid hundreds of times over.
+        with httpx.Client(timeout=_PROBE_TIMEOUT, verify=shared_tls_context()) as probe:
+            self._ask_until_ready(probe, url, began)
+
+    def _ask_until_ready(self, probe: httpx.Client, url: str, began: float) -> None:
+        delay = _PROBE_FIRST_INTERVAL
+        while self._state == "pending":  # else closed meanwhile: the sandbox is stopping
+            try:
+                answer = probe.get(f"{url}/health")
+            except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
+                # Refused: not listening yet (or no python3 in the image); a slow or broken
+                # answer: starting on a busy machine.  Neither says the address is wrong.
+                answer = None
+            except httpx.HTTPError as exc:
+                self._give_up(f"{url} does not answer from here ({exc})")
+                return
+            if answer is not None:
+                if answer.status_code in (200, 204):
+                    self._connect(url)
+                else:
+                    self._give_up(f"{url}/health answered {answer.status_code}")
+                return
+            if time.monotonic() - began >= self._wait:
+                self._give_up(f"no agent answered within {self._wait:.0f}s (no python3?)")
+                return
+            time.sleep(delay)
+            # Soon after an idle start; less often when many sandboxes boot at once.
+            delay = min(delay * 1.5, _PROBE_MAX_INTERVAL)
+
+    def _connect(self, url: str) -> None:
+        self._client = EnvdClient(
+            url,
+            sandbox_id=self._name,
+            token=self._token,
+            request_timeout=_REQUEST_TIMEOUT,
+            # A local agent has no gateway in front of it: a refusal means it is gone.
+            policy=RetryPolicy(attempts=1),
+            compress=False,
+            plain_hot_path=True,
+        )
+        self._commands = EnvdCommands(
+            self._session,
+            translated=self._translated,
+            is_alive=self._is_alive,
+            name=self._name,
+            start_attempts=1,
+            shell=self._find_shell(self._client),
+        )
+        self._state = "ready"
+        _learn(self._image, time.monotonic() - self._started)
+        logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
+
+    @staticmethod
+    def _find_shell(client: EnvdClient) -> str | None:
+        """``bash`` when the image has it, else ``/bin/sh``; None (ask per command) if unsure."""
+        probe = ["/bin/sh", "-c", "command -v bash >/dev/null 2>&1 && echo bash || echo sh"]
+        try:
+            out = b"".join(
+                v for k, v in client.start(probe, envs={}, server_timeout=30) if k == "stdout"
+            )
+        except (httpx.HTTPError, EnvdError):
+            return None
+        return {b"bash": "bash", b"sh": "/bin/sh"}.get(out.strip())
+
+    def _give_up(self, why: str) -> None:
+        if self._state == "pending":  # not a sandbox closed while its agent was starting
+            _learn(self._image, None)
+        self._state, self._why = "absent", why
+        logger.debug("%s: native exec (%s)", self._name, why)
+
+    def _session(self) -> EnvdClient:
+        client = self._client
+        if client is None:
+            raise SandboxGoneError(f"{self._name}: the agent's connection is closed")
+        return client
+
+    def _translated(self, operation: Callable[[], T], what: str) -> T:
+        """Run a client call; its failure as one of our errors (see the module docstring)."""
+        try:
+            return operation()
+        except (httpx.HTTPError, EnvdError, OSError) as exc:
+            if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
+                raise  # already one of ours (a missing file is also an OSError)
+            if self._gone():
+                raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
+            if _nothing_sent(exc):
+                self._lost(exc)
+                raise AgentUnreachable(f"{what}: the in-sandbox agent is gone ({exc})") from exc
+            raise BackendError(f"{what} through the in-sandbox agent failed: {exc}") from exc
+
+    def _gone(self) -> bool:
+        """Whether the sandbox ended, looking a little while: the agent dies first when it does.
+
+        An engine still reports a container it is killing as running for a moment, so one
+        look right after the connection broke would blame the agent for the sandbox's end.
+        """
+        for delay in (0.0, 0.1, 0.2, 0.4, 0.8):
+            time.sleep(delay)
+            if not self._is_alive():
+                return True
+        return False
+
+    def _lost(self, exc: BaseException) -> None:
+        """From now on the native path: a command killed the agent, or it died."""
+        if self.mode == "on":
+            return  # still the agent's: the caller's error says what happened
+        logger.warning(
+            "%s: the in-sandbox agent stopped answering (%s); native exec", self._name, exc
+        )
+        self._state = "absent"
+
+    def close(self) -> None:
+        """Close the connection pool; calls take the native path from now on."""
+        self._state, self._why = "absent", "the sandbox was closed"
+        self._settled.set()  # a call waiting for the agent stops waiting
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def _patience(image: str | None, wait: float) -> float | None:
+    """How long an ``auto`` call waits for this image's agent; None: it goes native at once."""
+    with _answer_delays_lock:
+        delay = _answer_delays.get(image) if image else None
+    if delay is None:
+        return None
+    return min(wait, max(_MIN_PATIENCE, _PATIENCE_FACTOR * delay))
+
+
+def _learn(image: str | None, delay: float | None) -> None:
+    """Record an agent of ``image`` answering ``delay`` s after its start, or never (None).
+
+    The slowest recent delay dominates and older ones halve with each new answer, so a burst
+    of starts raises the patience for the sandboxes of that burst, and it decays after.
+    """
+    if not image:
+        return
+    with _answer_delays_lock:
+        if delay is None:
+            _answer_delays.pop(image, None)
+        else:
+            _answer_delays[image] = max(delay, 0.5 * _answer_delays.get(image, 0.0))
+
+
+def _nothing_sent(exc: BaseException) -> bool:
+    """Whether a failure provably sent nothing: a refused connection and no earlier failure.
+
+    A broken stream or a timeout may have reached the agent, and a command it reached may
+    have started; only a connection refused from the first try is certain.
+    """
+    seen: BaseException | None = exc
+    refused = False
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectError):
+            refused = True
+        elif isinstance(seen, StartRefused):
+            pass
+        elif isinstance(seen, (httpx.HTTPError, EnvdError)):
+            return False
+        seen = seen.__cause__ or seen.__context__
+    return refused
+
+
+class AgentRouting:
+    """A backend's primitives through its agent when it answers, else its native ones.
+
+    Mixed into a :class:`~sandbox_runtime._core.backend.Backend` before it: the backend keeps its
+    own ``_native_exec``, ``_native_put_archive`` and ``_native_get_archive`` and sets
+    ``_agent`` when it starts one.  A call the agent provably never received
+    (:class:`AgentUnreachable`) runs on the native path instead; any other failure stands.
+    """
+
+    _agent: AgentLink | None = None
+
+    def _fast(self) -> EnvdCommands | None:
+        agent = self._agent
+        return agent.commands() if agent is not None else None
+
+    def _native_exec(self, request: ExecRequest) -> ExecResult:
+        raise NotImplementedError
+
+    def _native_put_archive(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _native_get_archive(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run a command through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.exec(request)
+        return self._native_exec(request)
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract a tar at ``/`` through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.put_archive(data)
+        self._native_put_archive(data)
+
+    def get_archive(self, path: str) -> bytes:
+        """A tar of ``path`` through the agent, or natively."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.get_archive(path)
+        return self._native_get_archive(path)
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Through the agent's ``/files``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.write_file(path, data, mode)
+        super().write_file(path, data, mode)  # type: ignore[misc]
+
+    def read_file(self, path: str) -> bytes:
+        """Through the agent's ``/files``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.read_file(path)
+        return super().read_file(path)  # type: ignore[misc,no-any-return]
+
+    def read_file_to(self, path: str, sink: BinaryIO) -> None:
+        """Streamed through the agent, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.read_file_to(path, sink)
+        super().read_file_to(path, sink)  # type: ignore[misc]
+
+    def exists(self, path: str) -> bool:
+        """The agent's ``Stat``, or the backend's own way."""
+        fast = self._fast()
+        if fast is not None:
+            with contextlib.suppress(AgentUnreachable):
+                return fast.exists(path)
+        return super().exists(path)  # type: ignore[misc,no-any-return]

@@ -1,0 +1,378 @@
+"""Commands and files of one sandbox through its envd, with the guarantees of the core's exec.
+
+The ``ags`` backend (the real envd) and the fast path of the container backends (our envd,
+started in the container) run commands the same way, so the rules live here once:
+
+* every command runs under the shared in-sandbox wrapper (:mod:`sandbox_runtime._core.shell`);
+  a timeout kills every process the command started, ``setsid`` children included, and
+  returns the output so far with exit code 124; a non-zero exit is data, not an error;
+* a command is sent again only when its start provably ran nothing: envd refused it, or the
+  connection broke before the wrapper created its start marker and before the command was
+  among envd's processes; a command that started is never run twice;
+* standard input and archives travel through envd's ``/files`` and wait in a state directory.
+
+What differs between the users, the translation of client errors into
+:mod:`sandbox_runtime.errors` (with a token refresh on AGS) and the question whether the
+sandbox still lives, is passed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Protocol, TypeVar
+
+import httpx
+
+from sandbox_runtime._core import shell as _shell
+from sandbox_runtime._core.backend import ExecRequest
+from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime._core.shell import check_cwd
+from sandbox_runtime.errors import (
+    BackendError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    SandboxGoneError,
+    SandboxTimeoutError,
+)
+
+from .client import EnvdClient, EnvdError, ProcessEvent, StartRefused
+
+__all__ = ["STATE_DIR", "EnvdCommands", "Translator"]
+
+logger = logging.getLogger("sandbox_runtime._envd")
+
+T = TypeVar("T")
+
+#: Where a command's standard input and uploaded archives wait (envd creates parents).
+STATE_DIR = "/tmp/.sandbox-runtime"
+# Extra time the server-side stream deadline allows beyond a command's timeout: a safety net
+# that ends the stream even if our own kill never reached the sandbox.
+_SERVER_DEADLINE_GRACE = 30.0
+_KILL_TIMEOUT = 15.0
+_UNLIMITED = 1 << 40
+_MISSING_EXIT = 44
+#: Attempts at sending a command whose connection broke before it provably started.
+_START_ATTEMPTS = 4
+
+
+class Translator(Protocol):
+    """Runs one client call and raises its failure as a :class:`SandboxError`."""
+
+    def __call__(self, operation: Callable[[], T], what: str) -> T:
+        """The result of ``operation()``, or its failure translated."""
+        ...
+
+
+class EnvdCommands:
+    """The exec and file primitives of a backend, spoken through envd; see the module doc."""
+
+    def __init__(
+        self,
+        session: Callable[[], EnvdClient],
+        *,
+        translated: Translator,
+        is_alive: Callable[[], bool],
+        name: str,
+        state_dir: str = STATE_DIR,
+        start_attempts: int = _START_ATTEMPTS,
+        shell: str | None = None,
+    ) -> None:
+        self._session = session
+        self._start_attempts = start_attempts
+        # The interpreter when known (saves the /bin/sh that looks for bash on every command).
+        self._shell = shell
+        self._translated = translated
+        self._is_alive = is_alive
+        self._name = name
+        self._state_dir = state_dir
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def exec(self, request: ExecRequest) -> ExecResult:
+        """Run one command under the wrapper; see the module docstring for the guarantees."""
+        session = self._session()
+        began = time.monotonic()
+        token = _shell.new_token()
+        stdin_file = None
+        if request.stdin is not None:
+            stdin_file = f"{self._state_dir}/{token}.stdin"
+            data = request.stdin
+            self._translated(lambda: session.write(stdin_file, data), "upload stdin")
+        # The marker only serves a decision to send a start again; with one attempt there is
+        # none to make, and not creating it saves a process per command.
+        marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else None
+        argv = _shell.wrapped_argv(
+            request.command, request.cwd, token, self._shell, stdin_file, marker
+        )
+        envs = {**request.env, _shell.TOKEN_VAR: token}
+        stdout, stderr = request.output_buffers()
+        timeout = request.timeout
+        timed_out = threading.Event()
+        pid_box: list[int] = []
+        deadline: _Deadline | None = None
+
+        def on_deadline() -> None:
+            timed_out.set()
+            self._kill_command(token, pid_box)
+
+        server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
+        end: tuple[int, str] | None = None
+
+        def run() -> tuple[int, str] | None:
+            nonlocal end
+            for kind, value in self._start_once(argv, envs, server_timeout, marker):
+                if kind == "start":
+                    nonlocal deadline
+                    pid_box.append(value)
+                    if timeout is not None and deadline is None:
+                        deadline = _DEADLINES.add(time.monotonic() + timeout, on_deadline)
+                elif kind == "stdout":
+                    stdout.write(value)
+                elif kind == "stderr":
+                    stderr.write(value)
+                elif kind == "end":
+                    end = value
+            return end
+
+        try:
+            end = self._translated(run, "exec")
+        except SandboxError as exc:
+            if not timed_out.is_set() or isinstance(exc, SandboxGoneError):
+                raise
+            end = None  # the stream ended early because we killed the command: a timeout
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+        if timed_out.is_set():
+            exit_code = TIMEOUT_EXIT_CODE
+        elif end is None:
+            if not self._is_alive():
+                raise SandboxGoneError(f"sandbox {self._name} ended during the command")
+            raise BackendError("the command's output stream ended without an exit code")
+        else:
+            exit_code = end[0]
+            if exit_code < 0:  # killed by a signal, reported the way a shell does
+                exit_code = 137 if "killed" in end[1] else 128 + 15
+        if not timed_out.is_set():
+            check_cwd(exit_code, stderr.getvalue(), request.cwd)
+        return ExecResult.from_buffers(
+            request.display,
+            exit_code,
+            stdout,
+            stderr,
+            began=began,
+            timed_out=timed_out.is_set(),
+        )
+
+    def _start_once(
+        self,
+        argv: list[str],
+        envs: dict[str, str],
+        server_timeout: float | None,
+        marker: str | None,
+    ) -> Iterator[ProcessEvent]:
+        """The events of ``argv``, started exactly once.
+
+        A start that envd refused, or whose connection broke before the wrapper created its
+        marker, provably ran nothing and is sent again (with backoff); once the marker
+        exists, a broken connection is an error, never a second run.
+        """
+        for attempt in range(1, self._start_attempts + 1):
+            session = self._session()
+            started = False
+            try:
+                for event in session.start(argv, envs=envs, server_timeout=server_timeout):
+                    started = True
+                    yield event
+                return
+            except StartRefused as exc:
+                if not exc.transient or attempt == self._start_attempts:
+                    raise
+                wait = exc.retry_after
+            except (httpx.TransportError, EnvdError) as exc:
+                if (
+                    started
+                    or marker is None  # one attempt only: never a second start
+                    or attempt == self._start_attempts
+                    or _may_have_run(session, envs[_shell.TOKEN_VAR], marker)
+                ):
+                    raise EnvdError(
+                        f"the connection to envd broke while the command ran ({exc}); it is not "
+                        "run again because it had started",
+                        transient=False,
+                    ) from exc
+                wait = None
+            delay = wait if wait is not None else random.uniform(0, 0.2 * 2**attempt)
+            logger.warning(
+                "command start on %s not delivered (attempt %d); sending it again in %.2fs",
+                self._name,
+                attempt,
+                delay,
+            )
+            time.sleep(delay)
+
+    def _kill_command(self, token: str, pid_box: list[int]) -> None:
+        """Kill every process of a timed-out command, then its wrapper (ends the stream)."""
+        try:
+            session = self._session()
+        except SandboxError:
+            return
+        try:
+            for _ in session.start(
+                _shell.kill_group_script(token), envs={}, server_timeout=_KILL_TIMEOUT
+            ):
+                pass
+        except Exception as exc:
+            logger.warning("could not kill a timed-out command in %s: %s", self._name, exc)
+        if pid_box:
+            with contextlib.suppress(Exception):
+                session.signal_kill(pid_box[0])
+
+    def run_quick(self, argv: list[str], what: str) -> tuple[int, bytes, bytes]:
+        """Run a short helper command; returns exit code, stdout and stderr (unbounded)."""
+        request = ExecRequest(
+            command=tuple(argv), cwd="/", timeout=600, max_output_bytes=_UNLIMITED
+        )
+        result = self.exec(request)
+        if result.timed_out:
+            raise SandboxTimeoutError(f"{what} timed out", result)
+        return result.exit_code, result.stdout_bytes, result.stderr_bytes
+
+    # -- files -------------------------------------------------------------------------------
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Upload through envd's ``/files``; a mode other than 0644 costs one ``chmod``."""
+        session = self._session()
+        self._translated(lambda: session.write(path, data), f"write {path}")
+        if mode & 0o7777 != 0o644:
+            code, _out, err = self.run_quick(["chmod", f"{mode & 0o7777:o}", path], "chmod")
+            if code != 0:
+                raise BackendError(f"chmod {path} failed: {err.decode(errors='replace')}")
+
+    def read_file_to(self, path: str, sink: BinaryIO) -> None:
+        """Stream envd's ``/files`` answer into ``sink``."""
+        session = self._session()
+        self._translated(lambda: session.read_into(path, sink), f"read {path}")
+
+    def read_file(self, path: str) -> bytes:
+        """Download through envd's ``/files``."""
+        session = self._session()
+        return self._translated(lambda: session.read(path), f"read {path}")
+
+    def exists(self, path: str) -> bool:
+        """Envd's ``Stat``."""
+        session = self._session()
+        return self._translated(lambda: session.stat(path), f"stat {path}") is not None
+
+    def put_archive(self, data: bytes) -> None:
+        """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
+        session = self._session()
+        archive = f"{self._state_dir}/{uuid.uuid4().hex}.tar"
+        self._translated(lambda: session.write(archive, data), "upload archive")
+        script = (
+            'if tar --version 2>/dev/null | grep -q GNU; then tar --no-overwrite-dir -xf "$1" -C /;'
+            ' else tar -xf "$1" -C /; fi; rc=$?; rm -f "$1"; exit $rc'
+        )
+        code, _out, err = self.run_quick(["/bin/sh", "-c", script, "sh", archive], "extract")
+        if code != 0:
+            raise BackendError(f"extracting the archive failed: {err.decode(errors='replace')}")
+
+    def get_archive(self, path: str) -> bytes:
+        """``tar -c`` of the path, read from the command's output as exact bytes."""
+        script = (
+            f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING_EXIT}; '
+            'd=$(dirname -- "$1"); b=$(basename -- "$1"); exec tar -cf - -C "$d" -- "$b"'
+        )
+        code, out, err = self.run_quick(["/bin/sh", "-c", script, "sh", path], "archive")
+        if code == _MISSING_EXIT:
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
+        if code != 0:
+            raise BackendError(f"archiving {path} failed: {err.decode(errors='replace')}")
+        if not out:
+            raise BackendError("tar produced no output")
+        return out
+
+
+class _Deadline:
+    """One command's timeout: its action runs once the time passes, unless cancelled."""
+
+    __slots__ = ("action", "cancelled", "when")
+
+    def __init__(self, when: float, action: Callable[[], None]) -> None:
+        self.when = when
+        self.action = action
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Never run the action (a no-op once it ran)."""
+        self.cancelled = True
+
+
+class _Deadlines:
+    """Every command's timeout on one thread, instead of a timer thread per command.
+
+    Starting a thread costs about a millisecond on a busy machine, as much as the whole
+    command through a local agent.  A deadline that passes runs its action (a kill, which
+    waits on the network) on a thread of its own, so one kill never delays another.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._order = itertools.count()
+        self._wakeup = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, when: float, action: Callable[[], None]) -> _Deadline:
+        """Run ``action`` at monotonic time ``when`` unless the returned deadline is cancelled."""
+        deadline = _Deadline(when, action)
+        with self._wakeup:
+            heapq.heappush(self._heap, (when, next(self._order), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="envd-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._wakeup.notify()
+        return deadline
+
+    def _run(self) -> None:
+        while True:
+            with self._wakeup:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._wakeup.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wakeup.wait(wait)
+                    continue
+                deadline = heapq.heappop(self._heap)[2]
+            if not deadline.cancelled:
+                threading.Thread(target=deadline.action, name="envd-timeout", daemon=True).start()
+
+
+_DEADLINES = _Deadlines()
+
+
+def _may_have_run(session: EnvdClient, token: str, marker: str) -> bool:
+    """Whether a start whose connection broke may have started its command.
+
+    The command (its wrapper's argument vector holds ``token``) is among envd's processes
+    while it runs, and its wrapper creates ``marker`` before anything else: looking at the
+    processes first and the marker second sees a command that started, whether it still
+    runs or ended in between.
+    """
+    if session.stat(marker) is not None:
+        return True
+    if any(token in command for command in session.processes()):
+        return True
+    return session.stat(marker) is not None

@@ -1,0 +1,263 @@
+"""A small HTTP/1.1 server for ASGI applications, written on the standard library only.
+
+The envd emulator has to run inside containers that have ``python3`` and nothing else (no
+uvicorn, no pip), so it carries its own server.  It implements what the e2b SDK and our
+gateway send: keep-alive connections, ``Content-Length`` and chunked request bodies, and
+streamed responses (chunked when the application gives no length), one request at a time per
+connection.  It is not a general-purpose web server and does not try to be one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = ["ASGIApp", "request_body", "serve"]
+
+logger = logging.getLogger("sandbox_runtime._envd.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[
+    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
+    Awaitable[None],
+]
+
+_MAX_HEADER_BYTES = 64 * 1024
+# The reader's buffer, and so how much of a request body one wakeup can take in: a small one
+# turns a 1 MB upload into dozens of pause-and-resume cycles of the transport.
+_STREAM_LIMIT = 4 * 1024 * 1024
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No Content",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    507: "Insufficient Storage",
+}
+
+
+class _BadRequest(Exception):
+    pass
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial.strip():
+            raise _BadRequest("truncated request head") from exc
+        return None
+    except asyncio.LimitOverrunError as exc:
+        raise _BadRequest("request head too large") from exc
+    if len(head) > _MAX_HEADER_BYTES:
+        raise _BadRequest("request head too large")
+    return head
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts: list[bytes] = []
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                # Trailers (rare) end with an empty line.
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = int(headers.get("content-length", "0") or "0")
+    return await reader.readexactly(length) if length else b""
+
+
+class _Connection:
+    """One client connection: parse requests, run the app, frame its responses."""
+
+    def __init__(
+        self, app: ASGIApp, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.app = app
+        self.reader = reader
+        self.writer = writer
+
+    async def run(self) -> None:
+        try:
+            while await self._one_request():
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except _BadRequest as exc:
+            with contextlib.suppress(ConnectionError):
+                self.writer.write(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                logger.debug("bad request: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    async def _one_request(self) -> bool:
+        head = await _read_head(self.reader)
+        if head is None:
+            return False
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            method, target, version = lines[0].split(" ", 2)
+        except ValueError as exc:
+            raise _BadRequest(f"bad request line {lines[0]!r}") from exc
+        raw_headers: list[tuple[bytes, bytes]] = []
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            name, _, value = line.partition(":")
+            raw_headers.append((name.strip().lower().encode("latin-1"), value.strip().encode()))
+            headers[name.strip().lower()] = value.strip()
+        body = await _read_body(self.reader, headers)
+        path, _, query = target.partition("?")
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": version.removeprefix("HTTP/"),
+            "method": method.upper(),
+            "scheme": "http",
+            "path": unquote(path),
+            "raw_path": path.encode("latin-1"),
+            "query_string": query.encode("latin-1"),
+            "headers": raw_headers,
+            "client": self.writer.get_extra_info("peername"),
+            "server": self.writer.get_extra_info("sockname"),
+        }
+        keep_alive = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
+        disconnected = asyncio.Event()
+        body_sent = False
+
+        async def receive() -> Message:
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            # Reading the socket here could swallow the next request on a kept-alive
+            # connection, so a disconnect is only noticed when a write fails.
+            await disconnected.wait()
+            return {"type": "http.disconnect"}
+
+        state = {"started": False, "chunked": False, "done": False, "broken": False}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                out_headers = [
+                    (bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))
+                    for k, v in message.get("headers", [])
+                ]
+                names = {k.lower() for k, _ in out_headers}
+                if "content-length" not in names and status not in (204, 304):
+                    out_headers.append(("Transfer-Encoding", "chunked"))
+                    state["chunked"] = True
+                if not keep_alive:
+                    out_headers.append(("Connection", "close"))
+                head_lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+                head_lines += [f"{k}: {v}" for k, v in out_headers]
+                self.writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode("latin-1"))
+                state["started"] = True
+            elif message["type"] == "http.response.body":
+                data = bytes(message.get("body", b""))
+                more = bool(message.get("more_body", False))
+                if state["chunked"]:
+                    if data:
+                        self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    if not more:
+                        self.writer.write(b"0\r\n\r\n")
+                elif data:
+                    self.writer.write(data)
+                if not more:
+                    state["done"] = True
+                try:
+                    await self.writer.drain()
+                except ConnectionError:
+                    state["broken"] = True
+                    disconnected.set()
+                    raise
+
+        try:
+            await self.app(scope, receive, send)
+        except ConnectionError:
+            return False
+        except Exception:
+            logger.exception("application error on %s %s", method, path)
+            if not state["started"]:
+                self.writer.write(
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
+                )
+                await self.writer.drain()
+                return keep_alive
+            return False
+        finally:
+            disconnected.set()
+        if not state["done"]:
+            return False
+        return keep_alive and not state["broken"]
+
+
+async def request_body(receive: Callable[[], Awaitable[Message]]) -> bytes:
+    """An ASGI request's whole body, from however many messages it arrives in."""
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(bytes(message.get("body", b"")))
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
+async def serve(
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve ``app`` on ``host:port`` until cancelled; ``on_ready`` gets the bound port."""
+    connections: set[asyncio.Task[None]] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        try:
+            await _Connection(app, reader, writer).run()
+        except asyncio.CancelledError:
+            pass  # server shutdown; asyncio would log a cancelled connection task as an error
+        finally:
+            connections.discard(task)
+
+    server = await asyncio.start_server(handle, host, port, limit=_STREAM_LIMIT)
+    bound = server.sockets[0].getsockname()[1]
+    if on_ready is not None:
+        on_ready(int(bound))
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        # Open keep-alive connections would otherwise outlive the server as pending tasks.
+        for task in list(connections):
+            task.cancel()
+        if connections:
+            await asyncio.wait(list(connections), timeout=5)

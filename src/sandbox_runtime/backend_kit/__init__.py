@@ -1,0 +1,88 @@
+"""The toolkit for backend authors: the contract, its request types and the shared helpers.
+
+Everything a backend needs is exported here, and the built-in backends import from here
+exactly what a third-party backend would; nothing else of this package is meant for them.
+
+* The contract: :class:`Backend` (five primitives, generic over its :class:`BackendOptions`
+  model), the :class:`ExecRequest` it receives and the :class:`ExecResult` it returns,
+  :class:`Capability`, :class:`Availability`, :class:`SandboxInfo`, :class:`ReapedSandbox`.
+* Commands: the wrapper that gives a command a process group and a token its kill finds
+  (:func:`wrapped_argv`, :func:`new_token`, :func:`kill_group_script`, :data:`TOKEN_VAR`),
+  the missing-working-directory check (:func:`check_cwd`) and bounded output
+  (:class:`HeadTailBuffer`).
+* Files: safe tar extraction on the host (:func:`extract_archive`, which refuses escapes) and
+  the archive writers.
+* Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``.
+* Control planes: :func:`call_with_retries` with a :class:`RetryPolicy`, and the shared
+  :class:`RateLimiter` per plane (:func:`limiter_for`).
+* Backends on backends: :func:`load_backend` and :func:`validate_options`.
+
+The in-sandbox agent (exec and files in about a millisecond on container backends) is in
+:mod:`sandbox_runtime.backend_kit.agent`, which needs ``httpx``; the conformance suite every
+backend must pass is :mod:`sandbox_runtime.backend_kit.testing`, which needs ``pytest``.
+``docs/writing-a-backend.md`` walks through all of it.
+"""
+
+from sandbox_runtime._core.archive import extract as extract_archive
+from sandbox_runtime._core.archive import write_directory as write_directory_archive
+from sandbox_runtime._core.backend import (
+    Availability,
+    Backend,
+    Capability,
+    ExecRequest,
+    ReapedSandbox,
+    SandboxInfo,
+)
+from sandbox_runtime._core.config import BackendOptions, SandboxConfig
+from sandbox_runtime._core.output import HeadTailBuffer
+from sandbox_runtime._core.ownership import LABEL_PREFIX, MANAGED, make_labels, why_reapable
+from sandbox_runtime._core.ratelimit import RateLimiter, limiter_for
+from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, FileType
+from sandbox_runtime._core.retry import RetryPolicy, call_with_retries, retry_after_seconds
+from sandbox_runtime._core.runtime import validate_options
+from sandbox_runtime._core.shell import (
+    TOKEN_VAR,
+    check_cwd,
+    kill_group_script,
+    new_token,
+    shell_text,
+    wrapped_argv,
+)
+from sandbox_runtime._core.transfer import unpack as unpack_download
+
+__all__ = [
+    "LABEL_PREFIX",
+    "MANAGED",
+    "TIMEOUT_EXIT_CODE",
+    "TOKEN_VAR",
+    "Availability",
+    "Backend",
+    "BackendOptions",
+    "Capability",
+    "ExecRequest",
+    "ExecResult",
+    "FileInfo",
+    "FileType",
+    "HeadTailBuffer",
+    "RateLimiter",
+    "ReapedSandbox",
+    "RetryPolicy",
+    "SandboxConfig",
+    "SandboxInfo",
+    "call_with_retries",
+    "check_cwd",
+    "extract_archive",
+    "kill_group_script",
+    "limiter_for",
+    "load_backend",
+    "make_labels",
+    "new_token",
+    "retry_after_seconds",
+    "shell_text",
+    "unpack_download",
+    "validate_options",
+    "why_reapable",
+    "wrapped_argv",
+    "write_directory_archive",
+]

@@ -1,0 +1,41 @@
+"""The in-sandbox agent and envd's protocol, for backends whose sandboxes can run it.
+
+The agent is this library's envd server: a small Python process started in the sandbox by
+the container's own command, reached at the sandbox's address with a per-sandbox token.
+Commands and whole-file calls then take about a millisecond instead of an engine's exec.
+A backend uses it by making its container command :func:`launch_command`, putting
+:func:`agent_archive` into the sandbox after start through an :class:`AgentLink`, and mixing
+:class:`AgentRouting` in before :class:`~sandbox_runtime.backend_kit.Backend` (its own
+primitives renamed ``_native_*``).  A service that speaks envd itself (AGS, e2b) is driven
+with :class:`EnvdClient` and :class:`EnvdCommands` directly.  Needs ``httpx``.
+"""
+
+from sandbox_runtime._envd.agent import (
+    AgentLink,
+    AgentMode,
+    AgentRouting,
+    agent_archive,
+    launch_command,
+)
+from sandbox_runtime._envd.client import (
+    ENVD_PORT,
+    EnvdClient,
+    EnvdError,
+    EnvdUnauthorized,
+    shared_tls_context,
+)
+from sandbox_runtime._envd.commands import EnvdCommands
+
+__all__ = [
+    "ENVD_PORT",
+    "AgentLink",
+    "AgentMode",
+    "AgentRouting",
+    "EnvdClient",
+    "EnvdCommands",
+    "EnvdError",
+    "EnvdUnauthorized",
+    "agent_archive",
+    "launch_command",
+    "shared_tls_context",
+]

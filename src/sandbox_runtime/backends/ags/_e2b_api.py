@@ -1,0 +1,194 @@
+"""The E2B-compatible REST API of AGS (the control plane of an ``ark_`` API key), over httpx.
+
+Five calls: create a sandbox from a tool (``POST /sandboxes``), read one (``GET
+/sandboxes/{id}``, which also hands out its envd token), list running ones by metadata
+(``GET /v2/sandboxes``, paged by ``x-next-token``), extend a lifetime and kill one.  Written
+here rather than through the e2b SDK so that the backend works beside any e2b release (the
+SDK's key checks, routes and models changed between 2.15 and 2.63).
+
+Retries: reads, kills and timeouts are idempotent and retried on connection errors, 429 and
+5xx; a create is retried only on answers that say nothing was done (429, 503), because a
+create whose answer was lost may have made a sandbox that a second create would duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from pydantic import SecretStr
+
+from sandbox_runtime.backend_kit import (
+    RateLimiter,
+    RetryPolicy,
+    call_with_retries,
+    retry_after_seconds,
+)
+from sandbox_runtime.backend_kit.agent import (
+    shared_tls_context,
+)
+from sandbox_runtime.errors import BackendError, BackendUnavailableError
+
+__all__ = ["E2bApi", "E2bApiError", "SandboxGrant"]
+
+_PAGE = 100
+
+
+class E2bApiError(BackendError):
+    """The E2B-compatible API refused or failed a call."""
+
+    def __init__(
+        self, message: str, *, status: int | None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxGrant:
+    """What reaching one sandbox's envd needs."""
+
+    sandbox_id: str
+    envd_token: str | None
+    envd_version: str
+    domain: str | None
+
+
+class E2bApi:
+    """One API key's view of the E2B-compatible API; thread-safe."""
+
+    def __init__(
+        self,
+        api_url: str,
+        api_key: SecretStr,
+        *,
+        request_timeout: float,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self._key = api_key
+        self._limiter = limiter
+        self._client = httpx.Client(
+            base_url=api_url.rstrip("/"), timeout=request_timeout, verify=shared_tls_context()
+        )
+        self._policy = RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        idempotent: bool,
+        ok: tuple[int, ...] = (200, 201, 204),
+    ) -> httpx.Response:
+        def once() -> httpx.Response:
+            response = self._client.request(
+                method,
+                path,
+                content=json.dumps(body).encode() if body is not None else None,
+                headers={
+                    "X-API-KEY": self._key.get_secret_value(),
+                    "Content-Type": "application/json",
+                },
+            )
+            if response.status_code not in ok:
+                raise self._error(response, f"{method} {path.split('?')[0]}")
+            return response
+
+        def retryable(exc: BaseException) -> bool:
+            if isinstance(exc, E2bApiError):
+                return exc.status in (429, 503) or (idempotent and exc.status in (500, 502, 504))
+            # A connection that never opened sent nothing; any other break may have.
+            return isinstance(exc, httpx.ConnectError) or (
+                idempotent and isinstance(exc, httpx.TransportError)
+            )
+
+        try:
+            return call_with_retries(
+                once,
+                retryable,
+                description=f"AGS e2b {method} {path.split('?')[0]}",
+                policy=self._policy,
+                retry_after=lambda exc: exc.retry_after if isinstance(exc, E2bApiError) else None,
+                limiter=self._limiter,
+            )
+        except httpx.ConnectError as exc:
+            raise BackendUnavailableError(f"cannot reach the AGS E2B API: {exc}") from exc
+        except httpx.TransportError as exc:
+            # Sent, then the connection broke: the call may have been done.
+            raise E2bApiError(
+                f"{method} {path.split('?')[0]}: the connection broke before the answer ({exc})",
+                status=None,
+            ) from exc
+
+    def _error(self, response: httpx.Response, what: str) -> E2bApiError:
+        try:
+            detail = str(response.json().get("message", ""))
+        except ValueError:
+            detail = response.text[:200]
+        message = f"{what}: the AGS E2B API answered {response.status_code}" + (
+            f" ({detail})" if detail else ""
+        )
+        if response.status_code in (401, 403):
+            raise BackendUnavailableError(f"the AGS API key was refused: {message}")
+        return E2bApiError(
+            message,
+            status=response.status_code,
+            retry_after=retry_after_seconds(response.headers.get("retry-after")),
+        )
+
+    @staticmethod
+    def _grant(data: Mapping[str, Any]) -> SandboxGrant:
+        return SandboxGrant(
+            sandbox_id=str(data["sandboxID"]),
+            envd_token=data.get("envdAccessToken") or None,
+            envd_version=str(data.get("envdVersion") or "0.5.7"),
+            domain=data.get("domain") or None,
+        )
+
+    def create(self, template: str, *, timeout: int, metadata: Mapping[str, str]) -> SandboxGrant:
+        """Start a sandbox from a tool (by name or id); answers once it runs."""
+        body = {"templateID": template, "timeout": timeout, "metadata": dict(metadata)}
+        response = self._call("POST", "/sandboxes", body=body, idempotent=False)
+        return self._grant(response.json())
+
+    def get(self, sandbox_id: str) -> SandboxGrant | None:
+        """A running sandbox's grant, or ``None`` when the API does not know it."""
+        try:
+            response = self._call("GET", f"/sandboxes/{sandbox_id}", idempotent=True)
+        except E2bApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._grant(response.json())
+
+    def list_running(self, metadata: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
+        """``(sandbox id, metadata)`` of every running sandbox carrying ``metadata``."""
+        found: list[tuple[str, dict[str, str]]] = []
+        token = ""
+        while True:
+            query = {"metadata": urlencode(metadata), "state": "running", "limit": _PAGE}
+            if token:
+                query["nextToken"] = token
+            response = self._call("GET", f"/v2/sandboxes?{urlencode(query)}", idempotent=True)
+            for item in response.json() or []:
+                found.append((str(item["sandboxID"]), dict(item.get("metadata") or {})))
+            token = response.headers.get("x-next-token", "")
+            if not token:
+                return found
+
+    def kill(self, sandbox_id: str) -> bool:
+        """Kill a sandbox; ``False`` when it was already gone."""
+        response = self._call(
+            "DELETE", f"/sandboxes/{sandbox_id}", idempotent=True, ok=(200, 204, 404)
+        )
+        return response.status_code != 404
