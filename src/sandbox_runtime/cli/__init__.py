@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """A parser with the flags every command line of this project has (used by the emulators')."""
     parser = _Parser(prog=prog, description=description)
-    parser.add_argument("--version", action="version", version=f"sandbox-runtime {__version__}")
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
     )
