@@ -23,6 +23,23 @@ def test_builtins_are_registered_through_entry_points() -> None:
     assert load_backend("local") is LocalBackend
 
 
+def test_the_built_in_table_and_the_entry_points_list_the_same_backends() -> None:
+    """The built-ins are listed twice (a table for source trees, entry points for tools)."""
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
+    from sandbox_runtime._core import registry
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    declared = project["project"]["entry-points"]["sandbox_runtime.backends"]
+    table = {name: target for name, (target, _extra) in registry._BUILT_INS.items()}
+    assert declared == table
+    on_disk = {
+        package.name
+        for package in (Path(registry.__file__).parents[1] / "backends").iterdir()
+        if (package / "__init__.py").is_file()
+    }
+    assert set(table) == on_disk
+
+
 def test_unknown_name_lists_installed_backends() -> None:
     with pytest.raises(BackendNotFoundError) as info:
         load_backend("dokcer")
