@@ -9,9 +9,9 @@ Systems (``--only`` takes these names and the operations' names, comma-separated
   container's IP with TCP_NODELAY): one TCP round trip and one bash per command.
 - ``native``: this library's docker backend with one ``docker exec`` per command
   (``options={"agent": "off"}``).
-- ``fast``: this library's in-sandbox agent path (``options={"agent": "auto"}``); runs only when
+- ``agent``: this library's in-sandbox agent path (``options={"agent": "auto"}``); runs only when
   ``DockerOptions`` has the ``agent`` option, else it is reported as n/a.
-- ``fast-on``: the same with ``agent: "on"``: the start waits until the agent answers, and no
+- ``agent-on``: the same with ``agent: "on"``: the start waits until the agent answers, and no
   command takes the native path meanwhile (what a fan-out that runs commands at once wants).
 - ``mini``: mini-swe-agent's ``DockerEnvironment`` (the ``docker`` CLI per command).
 - ``swerex``: SWE-ReX's ``DockerDeployment`` and its runtime's ``execute`` / files API.
@@ -82,13 +82,13 @@ OPS = {
 }
 # Samples per system per round: the cheap operations get a few, so medians settle sooner.
 REPEATS = {"start": 1, "exec": 5, "output": 3, "file": 3, "rollout": 1, "fanout": 1}
-SYSTEMS = ["raw", "floor", "native", "fast", "fast-on", "mini", "swerex", "swerex-session"]
+SYSTEMS = ["raw", "floor", "native", "agent", "agent-on", "mini", "swerex", "swerex-session"]
 LABELS = {
     "raw": "raw docker-py",
     "floor": "persistent in-container agent (floor)",
     "native": "sandbox-runtime native",
-    "fast": "sandbox-runtime fast path",
-    "fast-on": "sandbox-runtime fast path, agent=on",
+    "agent": "sandbox-runtime agent path",
+    "agent-on": "sandbox-runtime agent path, agent=on",
     "mini": "mini-swe-agent",
     "swerex": "SWE-ReX execute",
     "swerex-session": "SWE-ReX session",
@@ -98,8 +98,8 @@ COLORS = {"raw": "#888888", "floor": "#888888", "mini": "#d9822b", "swerex": "#d
 COLORS["swerex-session"] = COLORS["swerex"]
 SHORT = {
     "floor": "floor (in-container server)",
-    "fast": "sandbox-runtime fast",
-    "fast-on": "sandbox-runtime fast (on)",
+    "agent": "sandbox-runtime agent",
+    "agent-on": "sandbox-runtime agent (on)",
 }
 
 
@@ -206,7 +206,7 @@ class LibraryBox:
 
 
 def agent_options() -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Backend options for the native and the fast path; ``None``: no fast path here."""
+    """Backend options for the native and the agent path; ``None``: no agent path here."""
     if "agent" in DockerOptions.model_fields:
         return {"agent": "off"}, {"agent": "auto"}
     return {}, None
@@ -434,10 +434,10 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
     if name == "native":
         config = base.model_copy(update={"options": native})
         return InProcess(LABELS["native"], lambda: LibraryBox(config))
-    if name in ("fast", "fast-on"):
+    if name in ("agent", "agent-on"):
         if fast is None:
-            return "this checkout has no fast path"
-        options = fast if name == "fast" else {**fast, "agent": "on"}
+            return "this checkout has no agent path"
+        options = fast if name == "agent" else {**fast, "agent": "on"}
         config = base.model_copy(update={"options": options})
         return InProcess(LABELS[name], lambda: LibraryBox(config))
     if name == "mini":

@@ -1,4 +1,4 @@
-"""The docker backend's fast path: when the in-sandbox agent serves a sandbox, when the native
+"""The docker backend's agent path: when the in-sandbox agent serves a sandbox, when the native
 path does, and what happens when the agent goes away, against the real engine."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sandbox_runtime import (
 pytestmark = pytest.mark.docker
 
 NO_PYTHON = "sandbox-runtime-test/no-python:latest"
-# The process that started a command: the agent for the fast path; nothing the container can
+# The process that started a command: the agent for the agent path; nothing the container can
 # see (pid 0) for a docker exec, which runc starts from outside.
 PARENT = "cat /proc/$PPID/comm 2>/dev/null || echo outside"
 

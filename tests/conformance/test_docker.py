@@ -24,7 +24,7 @@ class TestDocker(SandboxConformance):
 
 
 class TestDockerAgent(SandboxConformance):
-    """The fast path: every call through the in-sandbox agent (``on``: the start waits for it)."""
+    """The agent path: every call through the in-sandbox agent (``on``: the start waits for it)."""
 
     @pytest.fixture
     def sandbox_config(self, docker_image: str) -> SandboxConfig:

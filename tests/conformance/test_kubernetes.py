@@ -37,7 +37,7 @@ class TestKubernetes(SandboxConformance):
 
 
 class TestKubernetesAgent(SandboxConformance):
-    """The fast path: every call through the agent at the pod's IP."""
+    """The agent path: every call through the agent at the pod's IP."""
 
     @pytest.fixture
     def sandbox_config(self, k8s_emulator: Any, docker_image: str) -> SandboxConfig:

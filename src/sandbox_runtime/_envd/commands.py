@@ -1,6 +1,6 @@
 """Commands and files of one sandbox through its envd, with the guarantees of the core's exec.
 
-The ``ags`` backend (the real envd) and the fast path of the container backends (our envd,
+The ``ags`` backend (the real envd) and the agent path of the container backends (our envd,
 started in the container) run commands the same way, so the rules live here once:
 
 * every command runs under the shared in-sandbox wrapper (:mod:`sandbox_runtime._core.shell`);

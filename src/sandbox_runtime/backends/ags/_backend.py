@@ -487,7 +487,7 @@ class AgsBackend(Backend[AgsOptions]):
                 raise self._translate(exc, what) from exc
         raise AssertionError("unreachable")
 
-    # -- commands and files: envd, with the rules shared with the container fast path ------
+    # -- commands and files: envd, with the rules shared with the container agent path ------
 
     def exec(self, request: ExecRequest) -> ExecResult:
         """Run one command under the wrapper, through envd."""
