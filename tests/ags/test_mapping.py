@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import ConfigError, SandboxRuntime
-from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
 from sandbox_runtime.backends.ags._mapping import (
     MappedTool,
     ToolMapping,
     load_mapping,
     normalize_image,
 )
+from sandbox_runtime.backends.ags.manage.sync import ToolSync, ToolTemplate
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE, client_for
 

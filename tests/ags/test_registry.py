@@ -17,15 +17,15 @@ from tencentcloud.common.profile.client_profile import ClientProfile
 from tencentcloud.common.profile.http_profile import HttpProfile
 from tencentcloud.tcr.v20190924 import models, tcr_client
 
-from sandbox_runtime.backends.ags._manage.registry import (
+from sandbox_runtime.backends.ags.manage.registry import (
     RegistryPusher,
     RegistryTarget,
     plan_push,
     push_all,
 )
-from sandbox_runtime.backends.ags._manage.settings import AgsConnection
-from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
-from sandbox_runtime.backends.ags._manage.tcr import TcrCloudClient
+from sandbox_runtime.backends.ags.manage.settings import AgsConnection
+from sandbox_runtime.backends.ags.manage.sync import ToolSync, ToolTemplate
+from sandbox_runtime.backends.ags.manage.tcr import TcrCloudClient
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.conftest import LocalRegistry, isolation

@@ -61,9 +61,9 @@ def test_no_secret_in_tool_management_reprs_reports_or_logs(
 
     from pydantic import SecretStr
 
-    from sandbox_runtime.backends.ags._manage.registry import RegistryPusher, RegistryTarget
-    from sandbox_runtime.backends.ags._manage.settings import AgsConnection
-    from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
+    from sandbox_runtime.backends.ags.manage.registry import RegistryPusher, RegistryTarget
+    from sandbox_runtime.backends.ags.manage.settings import AgsConnection
+    from sandbox_runtime.backends.ags.manage.sync import ToolSync, ToolTemplate
 
     caplog.set_level(logging.DEBUG)
     connection = AgsConnection.from_env(

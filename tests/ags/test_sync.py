@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime.backends.ags._cloud import AgsCloudClient
-from sandbox_runtime.backends.ags._manage.sync import (
+from sandbox_runtime.backends.ags._mapping import ToolMapping
+from sandbox_runtime.backends.ags.manage.sync import (
     IMAGE_TAG,
     ToolSync,
     ToolTemplate,
     assign_tool_names,
     tool_name_for,
 )
-from sandbox_runtime.backends.ags._manage.tools import ToolSpec, create_tool
-from sandbox_runtime.backends.ags._mapping import ToolMapping
+from sandbox_runtime.backends.ags.manage.tools import ToolSpec, create_tool
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 from tests.ags.test_tools import ROLE, client_for
 

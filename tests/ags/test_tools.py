@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox_runtime.backends.ags._cloud import AgsApiError, AgsCloudClient
-from sandbox_runtime.backends.ags._manage import instances, tools
-from sandbox_runtime.backends.ags._manage.settings import AgsConnection
-from sandbox_runtime.backends.ags._manage.tools import EnvdInImage, ToolSpec
+from sandbox_runtime.backends.ags.manage import instances, tools
+from sandbox_runtime.backends.ags.manage.settings import AgsConnection
+from sandbox_runtime.backends.ags.manage.tools import EnvdInImage, ToolSpec
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 

@@ -23,7 +23,7 @@ from sandbox_runtime import (
     SandboxStartError,
 )
 from sandbox_runtime._core import ownership
-from sandbox_runtime.backends import docker as docker_backend
+from sandbox_runtime.backends.docker import _client as docker_backend
 from sandbox_runtime.cli import main as cli_main
 from tests.backends.fault_proxy import FaultProxy
 

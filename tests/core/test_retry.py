@@ -18,7 +18,7 @@ def test_retries_retryable_errors_then_succeeds(caplog: pytest.LogCaptureFixture
             raise ConnectionError("reset")
         return "ok"
 
-    with caplog.at_level(logging.WARNING, logger="sandbox_runtime._core.retry"):
+    with caplog.at_level(logging.WARNING, logger="sandbox_runtime.retry"):
         assert (
             call_with_retries(
                 flaky, lambda e: isinstance(e, ConnectionError), description="op", policy=FAST

@@ -27,7 +27,7 @@ from sandbox_runtime._core.config import BackendOptions
 
 __all__ = ["set_start_limit", "start_limit", "start_slot"]
 
-logger = logging.getLogger("sandbox_runtime._core.limits")
+logger = logging.getLogger("sandbox_runtime.limits")
 
 _lock = threading.Lock()
 _overrides: dict[str, int | None] = {}

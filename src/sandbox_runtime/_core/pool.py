@@ -42,7 +42,7 @@ from sandbox_runtime.errors import (
 
 __all__ = ["Lease", "PoolStats", "SandboxPool"]
 
-logger = logging.getLogger("sandbox_runtime._core.pool")
+logger = logging.getLogger("sandbox_runtime.pool")
 
 #: Consecutive failed starts after which waiting callers get the error instead of waiting on:
 #: one failure may be a hiccup, several in a row are a missing image or an engine down.

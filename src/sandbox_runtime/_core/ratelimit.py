@@ -29,7 +29,7 @@ import time
 
 __all__ = ["RateLimiter", "limiter_for"]
 
-logger = logging.getLogger("sandbox_runtime._core.ratelimit")
+logger = logging.getLogger("sandbox_runtime.ratelimit")
 
 #: Longest pause a server may impose through one answer: a ``Retry-After`` of an hour is a
 #: misconfigured proxy, not a reason to stop every thread for an hour.

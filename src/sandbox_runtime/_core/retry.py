@@ -27,7 +27,7 @@ from sandbox_runtime._core.ratelimit import RateLimiter
 __all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds", "retry_listener"]
 
 T = TypeVar("T")
-logger = logging.getLogger("sandbox_runtime._core.retry")
+logger = logging.getLogger("sandbox_runtime.retry")
 
 _listener: ContextVar[Callable[[BaseException], None] | None] = ContextVar(
     "sandbox_runtime_retry_listener", default=None

@@ -38,7 +38,7 @@ __all__ = [
     "output_listener",
 ]
 
-logger = logging.getLogger("sandbox_runtime._core.streaming")
+logger = logging.getLogger("sandbox_runtime.streaming")
 
 #: The environment variable that marks a background command's processes for ``kill()``.
 BACKGROUND_VAR = "SANDBOX_RUNTIME_BACKGROUND"

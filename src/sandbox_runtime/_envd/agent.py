@@ -61,7 +61,7 @@ __all__ = [
     "launch_command",
 ]
 
-logger = logging.getLogger("sandbox_runtime._envd.agent")
+logger = logging.getLogger("sandbox_runtime.envd.agent")
 
 T = TypeVar("T")
 AgentMode = Literal["auto", "on", "off"]

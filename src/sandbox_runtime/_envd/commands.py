@@ -47,7 +47,7 @@ from .client import EnvdClient, EnvdError, ProcessEvent, StartRefused
 
 __all__ = ["STATE_DIR", "EnvdCommands", "Translator"]
 
-logger = logging.getLogger("sandbox_runtime._envd")
+logger = logging.getLogger("sandbox_runtime.envd")
 
 T = TypeVar("T")
 

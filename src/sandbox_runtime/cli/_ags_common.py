@@ -47,8 +47,8 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def connection(args: argparse.Namespace) -> Any:
-    """The AGS connection (``_manage.settings.AgsConnection``) the arguments describe."""
-    from sandbox_runtime.backends.ags._manage.settings import AgsConnection
+    """The AGS connection (``manage.settings.AgsConnection``) the arguments describe."""
+    from sandbox_runtime.backends.ags.manage.settings import AgsConnection
 
     return AgsConnection.from_env(
         region=args.region,

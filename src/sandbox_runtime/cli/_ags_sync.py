@@ -118,7 +118,7 @@ def _images(args: argparse.Namespace, extra: list[str]) -> list[str]:
 def _pusher(args: argparse.Namespace) -> Any:
     from pydantic import SecretStr
 
-    from sandbox_runtime.backends.ags._manage.registry import RegistryPusher, RegistryTarget
+    from sandbox_runtime.backends.ags.manage.registry import RegistryPusher, RegistryTarget
 
     target = RegistryTarget.parse(args.registry, namespace=args.namespace)
     settings = connection(args)
@@ -135,7 +135,7 @@ def _pusher(args: argparse.Namespace) -> Any:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.sync import ToolSync, ToolTemplate
+    from sandbox_runtime.backends.ags.manage.sync import ToolSync, ToolTemplate
 
     if args.out is None and not args.dry_run:
         raise ConfigError("sync: give --out FILE for the mapping (or --dry-run)")
@@ -193,7 +193,7 @@ def _print_sync(report: Any) -> None:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.registry import PushResult
+    from sandbox_runtime.backends.ags.manage.registry import PushResult
 
     images = _images(args, args.images)
     pusher = _pusher(args)

@@ -1,6 +1,6 @@
 """``sandbox-runtime ags tools ...`` and ``ags instances ...``: manage tools and instances.
 
-Thin over the ags backend's ``_manage.tools`` and ``_manage.instances``; the
+Thin over the ags backend's ``manage.tools`` and ``manage.instances``; the
 tool options are shared with ``ags sync`` (:func:`add_tool_options`), where they describe
 every tool of a dataset.
 """
@@ -67,13 +67,13 @@ def _cpu(value: str) -> str:
 
 
 def tool_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The tool options as :class:`~sandbox_runtime.backends.ags._manage.tools.ToolSpec` fields."""
+    """The tool options as :class:`~sandbox_runtime.backends.ags.manage.tools.ToolSpec` fields."""
     envd: dict[str, Any] = {"kind": args.envd}
     if args.envd == "mount" and args.envd_image:
         envd["image"] = args.envd_image
     if args.envd == "image" and args.envd_path:
         envd["path"] = args.envd_path
-    from sandbox_runtime.backends.ags._manage.tools import ENVD_PORT
+    from sandbox_runtime.backends.ags.manage.tools import ENVD_PORT
 
     fields: dict[str, Any] = {
         "envd": envd,
@@ -177,7 +177,7 @@ def _show_tool(info: Any) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.tools import ToolFailedError, ToolSpec, create_tool
+    from sandbox_runtime.backends.ags.manage.tools import ToolFailedError, ToolSpec, create_tool
 
     spec = ToolSpec(
         name=args.name, image=args.image, description=args.description, **tool_fields(args)
@@ -194,7 +194,7 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.tools import get_tool
+    from sandbox_runtime.backends.ags.manage.tools import get_tool
 
     info = get_tool(connection(args).ags_client(), args.tool)
     emit(args, info.to_dict(), lambda: _show_tool(info))
@@ -202,7 +202,7 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.tools import list_tools
+    from sandbox_runtime.backends.ags.manage.tools import list_tools
 
     found = list_tools(
         connection(args).ags_client(), tags=key_values(args.tag, "--tag"), status=args.status
@@ -218,7 +218,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _wait(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.tools import get_tool, wait_for_active
+    from sandbox_runtime.backends.ags.manage.tools import get_tool, wait_for_active
 
     client = connection(args).ags_client()
     info = wait_for_active(client, get_tool(client, args.tool).tool_id, timeout=args.timeout)
@@ -227,7 +227,7 @@ def _wait(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.tools import delete_tool
+    from sandbox_runtime.backends.ags.manage.tools import delete_tool
 
     client = connection(args).ags_client()
     deleted = [delete_tool(client, tool) for tool in args.tools]
@@ -256,7 +256,7 @@ def _instance_dict(info: Any) -> dict[str, Any]:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.instances import start_instance
+    from sandbox_runtime.backends.ags.manage.instances import start_instance
 
     info = start_instance(
         connection(args).ags_client(),
@@ -277,7 +277,7 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.instances import stop_instance
+    from sandbox_runtime.backends.ags.manage.instances import stop_instance
 
     client = connection(args).ags_client()
     results = [(instance, stop_instance(client, instance)) for instance in args.instances]
@@ -291,7 +291,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _instances(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.instances import list_instances
+    from sandbox_runtime.backends.ags.manage.instances import list_instances
 
     found = list_instances(connection(args).ags_client(), tool_id=args.tool_id, status=args.status)
 
@@ -305,7 +305,7 @@ def _instances(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from sandbox_runtime.backends.ags._manage.instances import acquire_token
+    from sandbox_runtime.backends.ags.manage.instances import acquire_token
 
     token = acquire_token(connection(args).ags_client(), args.instance)
     value = token.token.get_secret_value() if args.reveal else "**********"

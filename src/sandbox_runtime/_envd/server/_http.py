@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 __all__ = ["ASGIApp", "request_body", "serve"]
 
-logger = logging.getLogger("sandbox_runtime._envd.http")
+logger = logging.getLogger("sandbox_runtime.envd.http")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

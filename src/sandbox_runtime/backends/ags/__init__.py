@@ -5,7 +5,7 @@ Modules: ``_options`` (:class:`AgsOptions`), ``_cloud`` (the typed Cloud API cli
 AGS caller shares), ``_e2b_api`` (the E2B-compatible REST control plane), ``_mapping`` (the
 image -> tool file), ``_environment`` (the variables AGS users export), ``_reaper`` and
 ``_backend`` (:class:`AgsBackend`; commands and files through envd's protocol, no e2b SDK
-needed: any release may be installed beside, or none).  ``_manage`` is the tool management
+needed: any release may be installed beside, or none).  ``manage`` is the tool management
 behind ``sandbox-runtime ags`` (tools, instances, image sync, registry push), on ``_cloud``
 and ``_mapping``.
 See ``docs/ags.md`` for the guide and ``docs/ags-emulator.md`` for the local emulator.

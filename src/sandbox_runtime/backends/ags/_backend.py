@@ -80,7 +80,7 @@ from ._reaper import live_instances, reap_instances
 
 __all__ = ["AgsBackend"]
 
-logger = logging.getLogger("sandbox_runtime.backends.ags._manage")
+logger = logging.getLogger("sandbox_runtime.ags")
 
 T = TypeVar("T")
 _MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600

@@ -60,7 +60,7 @@ __all__ = [
     "redact",
 ]
 
-logger = logging.getLogger("sandbox_runtime.backends.ags._manage")
+logger = logging.getLogger("sandbox_runtime.ags")
 
 API_VERSION = "2025-09-20"
 DEFAULT_ENDPOINT = "ags.tencentcloudapi.com"

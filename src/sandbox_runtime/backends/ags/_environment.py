@@ -1,6 +1,6 @@
 """The environment variables AGS users already export, read in one place.
 
-The ``ags`` backend's options and the tool-management connection (``_manage``)
+The ``ags`` backend's options and the tool-management connection (``manage``)
 both fall back to these, so one set of exported variables serves training runs and tool
 management alike.  Values given explicitly always win; variables are read, never written.
 """

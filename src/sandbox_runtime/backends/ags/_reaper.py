@@ -29,7 +29,7 @@ from ._options import AgsOptions, cloud_client, e2b_api
 
 __all__ = ["live_instances", "reap_instances"]
 
-logger = logging.getLogger("sandbox_runtime.backends.ags._manage")
+logger = logging.getLogger("sandbox_runtime.ags")
 
 _LIVE = ("STARTING", "RUNNING")
 

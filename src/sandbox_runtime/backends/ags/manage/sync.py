@@ -65,7 +65,7 @@ __all__ = [
     "tool_name_for",
 ]
 
-logger = logging.getLogger("sandbox_runtime.backends.ags._manage.sync")
+logger = logging.getLogger("sandbox_runtime.ags.sync")
 
 #: Tag keys on synced tools (the first two are those ``ags_tool_sync.py`` wrote).
 IMAGE_TAG = "image"

@@ -44,7 +44,7 @@ __all__ = [
     "split_reference",
 ]
 
-logger = logging.getLogger("sandbox_runtime.backends.ags._manage.registry")
+logger = logging.getLogger("sandbox_runtime.ags.registry")
 
 CCR_DOMAIN = "ccr.ccs.tencentyun.com"
 _NAMESPACE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
