@@ -1,7 +1,7 @@
 """Output as it arrives, and commands that run in the background.
 
 Every backend captures a command's output through the buffers of its
-:class:`~sandbox_runtime._core.backend.ExecRequest`; a request with ``on_output`` gets each chunk
+:class:`~sandbox_runtime._core.request.ExecRequest`; a request with ``on_output`` gets each chunk
 from the thread that reads it, so streaming costs nothing extra and behaves the same on every
 backend. This module turns those byte chunks into text callbacks (UTF-8 decoded across chunk
 boundaries, undecodable bytes replaced, as ``ExecResult.stdout`` does) and runs a command in
