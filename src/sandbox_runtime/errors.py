@@ -26,10 +26,7 @@ exceptions into this tree at their boundary with ``raise ... from exc``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sandbox_runtime._core.results import ExecResult
+from typing import Protocol
 
 __all__ = [
     "BackendError",
@@ -47,6 +44,26 @@ __all__ = [
     "SandboxStartError",
     "SandboxTimeoutError",
 ]
+
+
+class _CommandResult(Protocol):
+    """What these errors read of a command's result (it is an :class:`~sandbox_runtime.ExecResult`).
+
+    A Protocol rather than the class itself so that this module, which the core imports to
+    raise its errors, imports nothing of the core.
+    """
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def exit_code(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
 
 
 class SandboxError(Exception):
@@ -87,7 +104,7 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     For a command run with ``check=True`` the partial result is in :attr:`result`.
     """
 
-    def __init__(self, message: str, result: ExecResult | None = None) -> None:
+    def __init__(self, message: str, result: _CommandResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -95,7 +112,7 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
 class CommandFailedError(SandboxError):
     """A command run with ``check=True`` exited with a non-zero code; see :attr:`result`."""
 
-    def __init__(self, result: ExecResult) -> None:
+    def __init__(self, result: _CommandResult) -> None:
         tail = (result.stderr or result.stdout).strip()[-2000:]
         message = f"command exited with code {result.exit_code}: {result.command}"
         super().__init__(f"{message}\n{tail}" if tail else message)

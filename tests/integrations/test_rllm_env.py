@@ -44,10 +44,10 @@ def test_parse_action_reads_r2e_gym_text_and_tool_calls() -> None:
     assert as_dict == ToolCall("bash", {"command": "pwd"})
     openai_shape = parse_action({"function": {"name": "submit", "arguments": "{}"}})
     assert openai_shape == ToolCall("submit", {})
-    # The old import path still works (rLLM configs name it).
-    from sandbox_runtime.swe.env import SWEEnv as OldAddress
+    # The module's own address (rLLM configs name it) is the same class.
+    from sandbox_runtime.integrations.rllm.env import SWEEnv as ModuleAddress
 
-    assert OldAddress is SWEEnv
+    assert ModuleAddress is SWEEnv
 
 
 def test_an_episode_fixes_the_bug_and_earns_the_reward(bundled_tasks: list[Task]) -> None:

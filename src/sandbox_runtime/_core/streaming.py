@@ -1,7 +1,7 @@
 """Output as it arrives, and commands that run in the background.
 
 Every backend captures a command's output through the buffers of its
-:class:`~sandbox_runtime._core.backend.ExecRequest`; a request with ``on_output`` gets each chunk
+:class:`~sandbox_runtime._core.request.ExecRequest`; a request with ``on_output`` gets each chunk
 from the thread that reads it, so streaming costs nothing extra and behaves the same on every
 backend. This module turns those byte chunks into text callbacks (UTF-8 decoded across chunk
 boundaries, undecodable bytes replaced, as ``ExecResult.stdout`` does) and runs a command in
@@ -19,18 +19,16 @@ import codecs
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sandbox_runtime._core import shell as _shell
 from sandbox_runtime._core.results import ExecResult
 
-if TYPE_CHECKING:
-    from sandbox_runtime._core.runtime import SandboxRuntime
-
 __all__ = [
     "BACKGROUND_VAR",
+    "BackgroundSandbox",
     "CommandHandle",
     "OutputListener",
     "TextListener",
@@ -100,10 +98,29 @@ def new_background_token() -> str:
     return f"sandbox-runtime-bg-{uuid.uuid4().hex}"
 
 
+class _MarkedKiller(Protocol):
+    """The one backend method a kill uses (``Backend.kill_marked``)."""
+
+    def kill_marked(self, marker: str) -> bool: ...
+
+
+class BackgroundSandbox(Protocol):
+    """What :meth:`CommandHandle.kill` uses of its sandbox (a ``SandboxRuntime``).
+
+    A Protocol rather than the class so that this module, which ``runtime.py`` imports,
+    imports nothing of it.
+    """
+
+    @property
+    def backend(self) -> _MarkedKiller: ...
+
+    def exec(self, command: Sequence[str], *, timeout: float | None) -> ExecResult: ...
+
+
 class CommandHandle:
     """A command running in the background (:meth:`SandboxRuntime.exec_background`)."""
 
-    def __init__(self, sandbox: SandboxRuntime, token: str, display: str) -> None:
+    def __init__(self, sandbox: BackgroundSandbox, token: str, display: str) -> None:
         self._sandbox = sandbox
         self._token = token
         self.command = display

@@ -22,15 +22,14 @@ import tarfile
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import BinaryIO, Protocol
 
 from sandbox_runtime._core import archive as _archive
+from sandbox_runtime._core.request import ExecRequest
+from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime.errors import BackendError, SandboxFileNotFoundError
 
-if TYPE_CHECKING:
-    from sandbox_runtime._core.backend import Backend
-
-__all__ = ["CHUNK", "copy_in", "copy_out", "unpack"]
+__all__ = ["CHUNK", "Primitives", "copy_in", "copy_out", "unpack"]
 
 #: Bytes moved per primitive call.  Small enough that a backend's own copies of a piece
 #: (a tar around it, a request body) stay well under the 64 MB a transfer may add.
@@ -39,9 +38,25 @@ _STAGING = "/tmp/.sandbox-runtime/transfers"
 _MISSING = 44
 
 
-def _run(backend: Backend[Any], script: str, *args: str, what: str) -> bytes:
-    from sandbox_runtime._core.backend import ExecRequest
+class Primitives(Protocol):
+    """The backend primitives a transfer moves files with (a ``Backend`` has them all).
 
+    A Protocol rather than the class so that this module, which ``backend.py`` imports for
+    its default ``copy_in`` and ``copy_out``, imports nothing of it.
+    """
+
+    def exec(self, request: ExecRequest) -> ExecResult: ...
+
+    def put_archive(self, data: bytes) -> None: ...
+
+    def write_file(self, path: str, data: bytes, mode: int = ...) -> None: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def read_file_to(self, path: str, sink: BinaryIO) -> None: ...
+
+
+def _run(backend: Primitives, script: str, *args: str, what: str) -> bytes:
     request = ExecRequest(
         command=("/bin/sh", "-c", script, "sh", *args),
         cwd="/",
@@ -56,7 +71,7 @@ def _run(backend: Backend[Any], script: str, *args: str, what: str) -> bytes:
     return result.stdout_bytes
 
 
-def _send_file(backend: Backend[Any], source: BinaryIO, size: int, target: str) -> None:
+def _send_file(backend: Primitives, source: BinaryIO, size: int, target: str) -> None:
     """Write ``size`` bytes from ``source`` to the sandbox file ``target``, a chunk at a time."""
     if size <= CHUNK:
         backend.write_file(target, source.read())
@@ -81,7 +96,7 @@ def _send_file(backend: Backend[Any], source: BinaryIO, size: int, target: str) 
     )
 
 
-def copy_in(backend: Backend[Any], host: Path, target: str) -> None:
+def copy_in(backend: Primitives, host: Path, target: str) -> None:
     """Copy a host file or directory to the absolute sandbox path ``target``."""
     if host.is_dir():
         with tempfile.TemporaryFile() as spool:
@@ -113,7 +128,7 @@ def copy_in(backend: Backend[Any], host: Path, target: str) -> None:
     _run(backend, f'chmod {mode:o} "$1"', target, what=f"chmod {target}")
 
 
-def copy_out(backend: Backend[Any], source: str, host: Path) -> None:
+def copy_out(backend: Primitives, source: str, host: Path) -> None:
     """Copy the sandbox file or directory ``source`` to the host path ``host``."""
     staged = f"{_STAGING}/{uuid.uuid4().hex}.tar"
     # Pack in the sandbox, then say how big the pack is (the second line).
@@ -135,7 +150,7 @@ def copy_out(backend: Backend[Any], source: str, host: Path) -> None:
         _run(backend, 'rm -f -- "$1" "$1".part*', staged, what="cleaning up")
 
 
-def _receive(backend: Backend[Any], staged: str, size: int, sink: BinaryIO) -> None:
+def _receive(backend: Primitives, staged: str, size: int, sink: BinaryIO) -> None:
     if size <= CHUNK:
         sink.write(backend.read_file(staged))
         return

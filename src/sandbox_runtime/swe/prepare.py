@@ -7,29 +7,19 @@ what every task needs and asks the format.
 
 Everything goes through :class:`~sandbox_runtime.SandboxRuntime`, with paths relative to
 the workdir: on the ``local`` backend an absolute path in a command means a host path, while
-``../root`` from ``/testbed`` means the sandbox's ``/root`` everywhere.
+``../root`` from ``/testbed`` means the sandbox's ``/root`` everywhere (:func:`rel`).
+:class:`SetupError` and :func:`rel`, which the formats use too, are defined in ``_format_kit``,
+below the formats, and named here, where callers and third-party formats import them from.
 """
 
 from __future__ import annotations
 
-import posixpath
-import shlex
-
 from sandbox_runtime._core.runtime import SandboxRuntime
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe._format_kit import SetupError, rel
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["SetupError", "prepare", "rel"]
-
-
-class SetupError(SandboxError):
-    """The task's environment could not be prepared in the sandbox."""
-
-
-def rel(sandbox: SandboxRuntime, path: str) -> str:
-    """``path`` relative to the sandbox's workdir, quoted for a shell."""
-    return shlex.quote(posixpath.relpath(path, sandbox.workdir))
 
 
 def prepare(task: Task, sandbox: SandboxRuntime) -> None:

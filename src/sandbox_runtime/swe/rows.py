@@ -66,7 +66,8 @@ def parse_row(
     except (ValueError, SandboxError) as exc:
         raise TaskError(label, "format" if format else "", str(exc)) from None
     try:
-        return fmt.parse(dict(row), ParseContext(label=label, base_dir=base_dir or Path.cwd()))
+        context = ParseContext(label, base_dir or Path.cwd(), parse_row=_parse_embedded)
+        return fmt.parse(dict(row), context)
     except TaskError as exc:
         raise TaskError(label, exc.field, exc.reason) from None
     except ValidationError as exc:
@@ -76,6 +77,11 @@ def parse_row(
         raise TaskError(label, loc, message) from None
     except json.JSONDecodeError as exc:
         raise TaskError(label, "", f"not valid JSON: {exc.msg}") from None
+
+
+def _parse_embedded(row: Mapping[str, Any], label: str) -> Task:
+    """A row that another embeds (a JSONL task's R2E-Gym entry), read as any row is."""
+    return parse_row(row, index=label)
 
 
 @dataclass

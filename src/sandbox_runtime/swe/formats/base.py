@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from sandbox_runtime._core.runtime import SandboxRuntime
-    from sandbox_runtime.swe.grading import GradeResult
+    from sandbox_runtime.swe._format_kit import GradeResult
     from sandbox_runtime.swe.task import Task
 
 __all__ = ["ParseContext", "RowFormat", "json_list"]
@@ -26,10 +26,17 @@ __all__ = ["ParseContext", "RowFormat", "json_list"]
 
 @dataclass(frozen=True, slots=True)
 class ParseContext:
-    """Where a row came from: its label for messages, and the directory of its file."""
+    """Where a row came from: its label for messages, and the directory of its file.
+
+    ``parse_row`` reads a row that this one embeds (a JSONL task's R2E-Gym entry) the way
+    every row is read, its format detected, given the row and its label.  The reader hands it
+    in (:func:`sandbox_runtime.swe.rows.parse_row`), so that the formats, which that module
+    asks, import nothing of it.
+    """
 
     label: str
     base_dir: Path
+    parse_row: Callable[[Mapping[str, Any], str], Task] | None = None
 
 
 class RowFormat(abc.ABC):

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime.swe._format_kit import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat
-from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.parsers import PASSED_STATUSES, parse_any, strip_ansi
 from sandbox_runtime.swe.task import GradingBlock, Task, TaskError, TaskFormat
 
@@ -103,8 +103,6 @@ class JsonlTaskFormat(RowFormat):
     @classmethod
     def parse(cls, row: dict[str, Any], context: ParseContext) -> Task:
         """The task; an ``r2e_ds_json`` entry is read with the R2E-Gym format underneath."""
-        from sandbox_runtime.swe.rows import parse_row
-
         parsed = _JsonlRow.model_validate(row)
         box = parsed.sandbox
         issue = _issue_text(parsed.issue)
@@ -130,8 +128,10 @@ class JsonlTaskFormat(RowFormat):
                 where, field = str(path), "sandbox.r2e_ds_json"
                 embedded = {**row["sandbox"], "r2e_ds_json": where, "r2e_ds": entry}
                 overrides["source"] = {**row, "sandbox": embedded}
+            if context.parse_row is None:
+                raise TaskError("", field, "this reader reads no embedded rows (no parse_row)")
             try:
-                inner = parse_row(entry, index=where)
+                inner = context.parse_row(entry, where)
             except TaskError as exc:
                 raise TaskError("", f"{field} ({exc.field})", exc.reason) from None
             return inner.model_copy(update=overrides)

@@ -29,11 +29,17 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime.swe._format_kit import (
+    GradeResult,
+    SetupError,
+    listing,
+    rel,
+    run_test_script,
+    timed_out_result,
+)
 from sandbox_runtime.swe.commit import ParsedCommit
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat
-from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.parsers import parse_any, strip_ansi
-from sandbox_runtime.swe.prepare import SetupError, rel
 from sandbox_runtime.swe.task import GradingBlock, Task, TaskFormat
 
 __all__ = [

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe import _swebench
+from sandbox_runtime.swe._format_kit import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat, json_list
-from sandbox_runtime.swe.grading import GradeResult, listing, run_test_script, timed_out_result
 from sandbox_runtime.swe.parsers import parse_any, strip_ansi
 from sandbox_runtime.swe.task import GradingBlock, Task, TaskFormat
 

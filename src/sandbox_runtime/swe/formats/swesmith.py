@@ -17,10 +17,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime.swe._format_kit import GradeResult, SetupError
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat, json_list
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading, grade_test_lists, test_list_paths
-from sandbox_runtime.swe.grading import GradeResult
-from sandbox_runtime.swe.prepare import SetupError
 from sandbox_runtime.swe.task import Task, TaskFormat
 
 __all__ = ["SWESmithFormat"]
