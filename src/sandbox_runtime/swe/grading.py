@@ -21,7 +21,6 @@ Every result has one of three outcomes (:class:`Outcome`), because a reward must
 from __future__ import annotations
 
 import enum
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,6 @@ __all__ = [
     "GradeResult",
     "GradingError",
     "Outcome",
-    "dumps_status_map",
     "grade",
     "listing",
     "run_test_script",
@@ -164,8 +162,3 @@ def timed_out_result(result: ExecResult, timeout: float) -> GradeResult:
         test_output=strip_ansi(result.output),
         test_exit_code=result.exit_code,
     )
-
-
-def dumps_status_map(status_map: dict[str, str]) -> str:
-    """The status map as R2E-Gym stores ``expected_output_json`` (sorted JSON text)."""
-    return json.dumps(dict(sorted(status_map.items())))
