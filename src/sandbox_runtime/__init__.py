@@ -16,7 +16,7 @@ the built-in backends (:mod:`sandbox_runtime.backends`) and the command line
 (:mod:`sandbox_runtime.cli`) sit on top.  Everything in ``_``-prefixed packages is private.
 """
 
-from sandbox_runtime._core.aio import AsyncSandboxPool, AsyncSandboxRuntime
+from sandbox_runtime._core.aio import AsyncCommandHandle, AsyncSandboxPool, AsyncSandboxRuntime
 from sandbox_runtime._core.backend import (
     Availability,
     Capability,
@@ -53,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TIMEOUT_EXIT_CODE",
+    "AsyncCommandHandle",
     "AsyncSandboxPool",
     "AsyncSandboxRuntime",
     "Availability",

@@ -17,6 +17,7 @@ that knows nothing of this library still handles them sensibly::
     ├── SandboxIsADirectoryError (IsADirectoryError)
     ├── SandboxNotADirectoryError (NotADirectoryError)
     ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
+    ├── SandboxReadOnlyError (PermissionError)   a write to a read-only part of the sandbox
     └── BackendError                             the backend failed in a way we did not map
 
 A command's non-zero exit code is data (:class:`~sandbox_runtime.ExecResult`), not an
@@ -41,6 +42,7 @@ __all__ = [
     "SandboxGoneError",
     "SandboxIsADirectoryError",
     "SandboxNotADirectoryError",
+    "SandboxReadOnlyError",
     "SandboxStartError",
     "SandboxTimeoutError",
 ]

@@ -4,7 +4,8 @@ Backends and their SDKs (docker-py, the kubernetes client, tencentcloud) are syn
 the async facade runs each call in a worker thread instead of duplicating every backend.
 Each method is written out (no generated mirror) so that type checkers and readers see the
 real signatures.  Cancelling an awaiting task does not stop a command already running in the
-sandbox; its timeout still does.
+sandbox; its timeout still does (or, for :meth:`AsyncSandboxRuntime.exec_background`, the
+handle's ``kill``).
 
 The threads come from an executor of this library's own, not asyncio's default one: that one
 has ``min(32, cpus + 4)`` threads, so on a 2-core machine sixty concurrent one-second commands
@@ -27,15 +28,17 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
+from sandbox_runtime._core.backend import Backend
 from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime._core.runtime import _DEFAULT, SandboxRuntime
-from sandbox_runtime._core.streaming import TextListener
+from sandbox_runtime._core.streaming import CommandHandle, TextListener
 from sandbox_runtime._core.usage import SandboxUsage
 
 __all__ = [
     "DEFAULT_MAX_WORKERS",
+    "AsyncCommandHandle",
     "AsyncLease",
     "AsyncSandboxPool",
     "AsyncSandboxRuntime",
@@ -79,6 +82,65 @@ def set_default_max_workers(max_workers: int) -> None:
         old.shutdown(wait=False)
 
 
+async def _in_executor(
+    executor: Executor | None, function: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T:
+    """``function(*args, **kwargs)`` in ``executor`` (default: the shared one).
+
+    The caller's context is copied as ``asyncio.to_thread`` does, so logging or tracing
+    context set by the caller is seen by the backend's code.
+    """
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    return await loop.run_in_executor(executor or default_executor(), call)
+
+
+class AsyncCommandHandle:
+    """A command running in the background (:meth:`AsyncSandboxRuntime.exec_background`).
+
+    The async face of a :class:`CommandHandle`: the command runs on a thread of its own, as
+    with the synchronous runtime, and the handle's blocking calls (``wait``, ``kill``) run in
+    the sandbox's executor.  A ``wait`` holds an executor thread until the command ends or its
+    ``timeout`` passes, and cancelling the task awaiting it stops neither: ``kill`` ends the
+    command.
+    """
+
+    def __init__(self, handle: CommandHandle, executor: Executor | None) -> None:
+        self._handle = handle
+        self._executor = executor
+
+    @property
+    def sync(self) -> CommandHandle:
+        """The synchronous handle underneath."""
+        return self._handle
+
+    @property
+    def command(self) -> str:
+        """The command, as text (an argument vector is shell-quoted)."""
+        return self._handle.command
+
+    @property
+    def done(self) -> bool:
+        """True once the command has ended (its result or error is ready)."""
+        return self._handle.done
+
+    @property
+    def killed(self) -> bool:
+        """True when :meth:`kill` was called before the command ended."""
+        return self._handle.killed
+
+    async def wait(self, timeout: float | None = None) -> ExecResult:
+        """The command's result; see :meth:`CommandHandle.wait` (``TimeoutError`` after it)."""
+        return await _in_executor(self._executor, self._handle.wait, timeout)
+
+    async def kill(self, *, wait: float | None = 30.0) -> ExecResult | None:
+        """SIGKILL the command and all it started; see :meth:`CommandHandle.kill`."""
+        return await _in_executor(self._executor, self._handle.kill, wait=wait)
+
+    def __repr__(self) -> str:
+        return f"Async{self._handle!r}"
+
+
 class AsyncSandboxRuntime:
     """Asyncio facade over a :class:`SandboxRuntime`; see that class for each method.
 
@@ -112,15 +174,29 @@ class AsyncSandboxRuntime:
         """The executor this sandbox's calls run in."""
         return self._executor or default_executor()
 
-    async def _run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """``function(*args, **kwargs)`` in the executor, with the caller's context variables.
+    @classmethod
+    async def connect(
+        cls,
+        backend: str,
+        sandbox_id: str,
+        /,
+        *,
+        executor: Executor | None = None,
+        **fields: Any,
+    ) -> AsyncSandboxRuntime:
+        """Take over a running sandbox by id; see :meth:`SandboxRuntime.connect`.
 
-        The context is copied as ``asyncio.to_thread`` does, so logging or tracing context
-        set by the caller is seen by the backend's code.
+        The lookup (a listing on the backend's control plane) runs in ``executor``, which the
+        returned facade keeps for its calls.
         """
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-        return await loop.run_in_executor(self.executor, call)
+        runtime = await _in_executor(
+            executor, SandboxRuntime.connect, backend, sandbox_id, **fields
+        )
+        return cls.wrap(runtime, executor=executor)
+
+    async def _run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)`` in the executor, with the caller's context variables."""
+        return await _in_executor(self._executor, function, *args, **kwargs)
 
     @property
     def sync(self) -> SandboxRuntime:
@@ -133,9 +209,22 @@ class AsyncSandboxRuntime:
         return self._sync.config
 
     @property
+    def backend(self) -> Backend[Any]:
+        """The backend instance, for backend-specific calls the common interface lacks.
+
+        Its methods block: call them through ``loop.run_in_executor(sandbox.executor, ...)``.
+        """
+        return self._sync.backend
+
+    @property
     def id(self) -> str:
         """The backend's identifier of this sandbox."""
         return self._sync.id
+
+    @property
+    def workdir(self) -> str:
+        """The working directory of commands, and the base of relative paths."""
+        return self._sync.workdir
 
     @property
     def usage(self) -> SandboxUsage:
@@ -165,6 +254,13 @@ class AsyncSandboxRuntime:
     async def is_alive(self) -> bool:
         """True while the sandbox exists."""
         return await self._run(self._sync.is_alive)
+
+    def resolve(self, path: str | os.PathLike[str]) -> str:
+        """The absolute sandbox path for ``path``; see :meth:`SandboxRuntime.resolve`.
+
+        Not a coroutine: it only computes the path, asking the sandbox nothing.
+        """
+        return self._sync.resolve(path)
 
     async def exec(
         self,
@@ -196,6 +292,36 @@ class AsyncSandboxRuntime:
             on_stdout=on_stdout,
             on_stderr=on_stderr,
         )
+
+    async def exec_background(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | str | None = None,
+        max_output_bytes: int | None = None,
+        on_stdout: TextListener | None = None,
+        on_stderr: TextListener | None = None,
+    ) -> AsyncCommandHandle:
+        """Start a command and return at once; see :meth:`SandboxRuntime.exec_background`.
+
+        Starting does not block (the command gets a thread of its own, not one of the
+        executor's); the handle's ``wait()`` and ``kill()`` are awaited.  The output
+        callbacks run on the command's thread, not in the event loop.
+        """
+        handle = self._sync.exec_background(
+            command,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            stdin=stdin,
+            max_output_bytes=max_output_bytes,
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
+        )
+        return AsyncCommandHandle(handle, self._executor)
 
     async def run_tests(
         self,
@@ -323,14 +449,27 @@ class AsyncSandboxPool:
         """The synchronous pool underneath."""
         return self._pool
 
+    @property
+    def id(self) -> str:
+        """The pool's identifier, also its label on each of its sandboxes."""
+        return self._pool.id
+
+    @property
+    def config(self) -> SandboxConfig:
+        """The configuration of every sandbox of this pool (with the pool's label)."""
+        return self._pool.config
+
+    @property
+    def size(self) -> int:
+        """How many sandboxes the pool keeps started."""
+        return self._pool.size
+
     def stats(self) -> PoolStats:
         """The pool's counters now."""
         return self._pool.stats()
 
     async def _run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-        return await loop.run_in_executor(self._executor or default_executor(), call)
+        return await _in_executor(self._executor, function, *args, **kwargs)
 
     async def start(self) -> AsyncSandboxPool:
         """Begin filling the pool."""

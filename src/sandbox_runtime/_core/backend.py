@@ -63,8 +63,6 @@ class Capability(str, enum.Enum):
     """Output reaches ``exec``'s ``on_stdout`` / ``on_stderr`` while the command runs (the
     backend writes chunks into :meth:`ExecRequest.output_buffers` as it reads them); without
     it the callbacks still get everything, when the command ends."""
-    SNAPSHOT = "snapshot"
-    """A running sandbox can be saved and started again from what it holds."""
     RECONNECT = "reconnect"
     """A sandbox can be found again by id from another client (``connect``, listing)."""
 

@@ -30,7 +30,6 @@ import json
 import ssl
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
@@ -99,12 +98,6 @@ class EnvdUnauthorized(EnvdError):
 
 class StartRefused(EnvdError):
     """A process start that provably did not start anything: safe to send again."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    base_url: str
-    headers: dict[str, str]
 
 
 @functools.cache

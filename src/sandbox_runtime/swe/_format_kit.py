@@ -10,7 +10,6 @@ the helpers they share) without importing the modules that import the formats.
 from __future__ import annotations
 
 import enum
-import json
 import posixpath
 import shlex
 from collections.abc import Iterable
@@ -28,7 +27,6 @@ __all__ = [
     "GradingError",
     "Outcome",
     "SetupError",
-    "dumps_status_map",
     "listing",
     "rel",
     "run_test_script",
@@ -130,11 +128,6 @@ def timed_out_result(result: ExecResult, timeout: float) -> GradeResult:
         test_output=strip_ansi(result.output),
         test_exit_code=result.exit_code,
     )
-
-
-def dumps_status_map(status_map: dict[str, str]) -> str:
-    """The status map as R2E-Gym stores ``expected_output_json`` (sorted JSON text)."""
-    return json.dumps(dict(sorted(status_map.items())))
 
 
 # -- preparing -------------------------------------------------------------------------

@@ -91,11 +91,6 @@ class RowsResult:
     tasks: list[Task] = field(default_factory=list)
     errors: list[TaskError] = field(default_factory=list)
 
-    def raise_if_empty(self) -> None:
-        """Raise the first error when no row at all could be read."""
-        if not self.tasks and self.errors:
-            raise self.errors[0]
-
 
 def read_rows(
     rows: Iterable[Mapping[str, Any]],

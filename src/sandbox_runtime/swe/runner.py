@@ -157,11 +157,6 @@ class Runner:
                 logger.warning("closing sandbox %s failed: %s", sandbox.id, exc)
         return len(sandboxes)
 
-    def open_sandboxes(self) -> int:
-        """How many sandboxes are open right now."""
-        with self._lock:
-            return len(self._open)
-
     def run(self) -> list[TaskOutcome]:
         """Run every task; outcomes come back in task order.
 

@@ -34,7 +34,6 @@ __all__ = [
     "bundled_rows_path",
     "is_sample_image",
     "load_sample",
-    "sample_for_image",
     "sample_names",
     "template_dir",
 ]
@@ -89,12 +88,6 @@ def bundled_rows_path(shape: str) -> Path:
 def is_sample_image(image: str | None) -> bool:
     """Whether ``image`` names a bundled sample's image."""
     return bool(image) and str(image).startswith(IMAGE_PREFIX)
-
-
-def sample_for_image(image: str) -> Sample:
-    """The sample whose image is ``image`` (``sandbox-runtime-samples/<name>[:tag]``)."""
-    name = image[len(IMAGE_PREFIX) :].split(":", 1)[0]
-    return load_sample(name)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,3 @@ class Task(BaseModel):
                 f"task {self.task_id} carries {type(self.grading).__name__}, not {block.__name__}"
             )
         return self.grading
-
-    def short(self) -> str:
-        """A one-line description for logs and tables."""
-        return f"{self.task_id} [{self.format}] {self.repo}"

@@ -407,14 +407,6 @@ class AgsCloudClient(CloudApiClient):
         )
         return InstanceToken(SecretStr(str(answer.get("Token", ""))), str(answer.get("ExpiresAt")))
 
-    def update_instance_timeout(self, instance_id: str, timeout: str) -> None:
-        """``UpdateSandboxInstance``: a new lifetime counted from now."""
-        self.call(
-            "UpdateSandboxInstance",
-            {"InstanceId": instance_id, "Timeout": timeout},
-            idempotent=True,
-        )
-
     # -- tools -------------------------------------------------------------------------------
 
     def describe_tools(

@@ -44,7 +44,7 @@ from sandbox_runtime.backends.ags._cloud import AgsApiError, AgsCloudClient
 from sandbox_runtime.backends.ags._mapping import MappedTool, ToolMapping
 from sandbox_runtime.errors import ConfigError, SandboxError, SandboxTimeoutError
 
-from .registry import PushItem, PushResult, RegistryPusher, split_reference
+from .registry import PushResult, RegistryPusher, split_reference
 from .tools import (
     ToolInfo,
     ToolSettings,
@@ -426,8 +426,3 @@ class ToolSync:
             entry.status = info.status
             if info.status == "FAILED":
                 entry.reason = info.status_reason or "FAILED without a reason"
-
-
-def push_items(entries: Sequence[SyncEntry]) -> list[PushItem]:
-    """The pushes a plan contains (for printing a dry run)."""
-    return [e.push.item for e in entries if e.push is not None]

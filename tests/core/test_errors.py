@@ -1,0 +1,59 @@
+"""The exception tree drawn in ``errors``' docstring is the tree the module defines.
+
+The drawing is where a caller looks to decide what to catch; a class added without it (as
+``SandboxReadOnlyError`` once was) is an error nobody knows to expect.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import re
+import textwrap
+
+from sandbox_runtime import errors
+
+_LINE = re.compile(r"^(?P<indent>[ │├└─]*)(?P<name>[A-Z]\w+)(?: \((?P<builtin>\w+)\))?")
+
+
+def _drawn_tree() -> list[tuple[int, str, str | None]]:
+    """``(depth, class name, builtin base or None)`` for each line of the drawing."""
+    doc = errors.__doc__ or ""
+    block = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+    drawn = []
+    for line in textwrap.dedent(block).splitlines():
+        match = _LINE.match(line)
+        assert match is not None, f"not a line of the tree: {line!r}"
+        drawn.append((len(match["indent"]) // 4, match["name"], match["builtin"]))
+    return drawn
+
+
+def _defined() -> dict[str, type[BaseException]]:
+    return {
+        name: value
+        for name, value in vars(errors).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == errors.__name__
+    }
+
+
+def test_every_exception_class_is_drawn_once() -> None:
+    drawn = [name for _, name, _ in _drawn_tree()]
+    assert sorted(drawn) == sorted(_defined())
+
+
+def test_the_drawing_shows_each_class_s_parent_and_builtin_base() -> None:
+    defined = _defined()
+    parents: list[str] = []
+    for depth, name, builtin in _drawn_tree():
+        cls = defined[name]
+        del parents[depth:]
+        if parents:
+            assert cls.__bases__[0] is defined[parents[-1]], f"{name} is not under {parents[-1]}"
+        else:
+            assert cls is errors.SandboxError
+        expected = {base.__name__ for base in cls.__bases__[1:]}
+        assert expected == ({builtin} if builtin else set()), f"{name}'s builtin base"
+        assert all(getattr(builtins, base) in cls.__bases__ for base in expected)
+        parents.append(name)
