@@ -27,7 +27,7 @@ exceptions into this tree at their boundary with ``raise ... from exc``.
 
 from __future__ import annotations
 
-from typing import Protocol
+import typing
 
 __all__ = [
     "BackendError",
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-class _CommandResult(Protocol):
+class _CommandResult(typing.Protocol):
     """What these errors read of a command's result (it is an :class:`~sandbox_runtime.ExecResult`).
 
     A Protocol rather than the class itself so that this module, which the core imports to
