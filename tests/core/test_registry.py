@@ -72,7 +72,6 @@ def test_built_ins_are_found_without_installed_metadata(tmp_path: Path) -> None:
         "typing_extensions",
         "annotated_types",
         "typing_inspection",
-        "tenacity",
     ):
         module = importlib.import_module(name)
         origin = Path(module.__file__ or "")

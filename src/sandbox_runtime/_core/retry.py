@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
-
 from sandbox_runtime._core.ratelimit import RateLimiter
 
 __all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds", "retry_listener"]
@@ -104,88 +102,94 @@ def call_with_retries(
 
     ``limiter`` is the control plane's: every attempt waits for its turn there, and a wait
     the service asked for pauses the limiter, so concurrent callers hold off as well.
+
+    A refusal that says when to come back (a rate limit) while other calls to the same
+    control plane are being served, or have got through since this call began, is the quota
+    being shared, not a failure: under a quota, each of a burst of callers is refused
+    several times before its turn.  Such refusals are bounded by the policy's time only; a
+    refusal while nothing else gets through (a limit that does not clear) counts as a failed
+    attempt, as any other error does.
     """
-    began = time.monotonic()
-
-    # A refusal that says when to come back (a rate limit) while other calls to the same
-    # control plane are being served, or have got through since this call began, is the
-    # quota being shared, not a failure: under a quota, each of a burst of callers is
-    # refused several times before its turn.  Such refusals are bounded by the policy's time
-    # only; a refusal while nothing else gets through (a limit that does not clear) counts
-    # as a failed attempt, as any other error does.
-    shared_refusals: set[int] = set()
-    seen = [limiter.successes if limiter is not None else 0]  # when this call began
-    sent = [time.monotonic()]  # when the latest attempt left
-    out_of_time = stop_after_delay(policy.max_delay)
-
-    def failed_attempts(state: RetryCallState) -> int:
-        """Attempts so far that count against ``policy.attempts`` (idempotent per attempt)."""
-        error = state.outcome.exception() if state.outcome is not None else None
-        if (
-            error is not None
-            and limiter is not None
-            and retry_after is not None
-            and retry_after(error) is not None
-            and (limiter.successes > seen[0] or limiter.in_flight > 0)
-        ):
-            shared_refusals.add(state.attempt_number)
-        return state.attempt_number - len(shared_refusals)
-
-    def stop(state: RetryCallState) -> bool:
-        return failed_attempts(state) >= policy.attempts or out_of_time(state)
-
-    def wait(state: RetryCallState) -> float:
-        # Backoff grows with failures, not with a shared quota's refusals: a caller refused
-        # ten times in a busy second should not then sit out five while its turn comes.
-        failures = max(1, failed_attempts(state))
-        backoff = random.uniform(0, min(policy.max_wait, policy.initial_wait * 2**failures))
-        error = state.outcome.exception() if state.outcome is not None else None
-        asked = retry_after(error) if retry_after is not None and error is not None else None
-        chosen = backoff
-        if asked is not None and limiter is not None:
-            # The limiter holds the next attempt until the pause ends, in order of seniority
-            # (RateLimiter.acquire); sleeping through the pause here instead woke every
-            # refused caller at its end at once, a lottery one call lost 89 times in a row.
-            limiter.pause(asked, since=sent[0])
-        elif asked is not None:
-            chosen = max(backoff, asked)
-        return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
-
-    def log_retry(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        listener = _listener.get()
-        if listener is not None and error is not None:
-            listener(error)
-        logger.warning(
-            "%s failed (attempt %d, %s: %s); retrying in %.2fs",
-            description,
-            state.attempt_number,
-            type(error).__name__,
-            error,
-            wait,
-        )
-
-    retrying = Retrying(
-        stop=stop,
-        wait=wait,
-        retry=retry_if_exception(is_retryable),
-        before_sleep=log_retry,
-        reraise=True,
-    )
-    if limiter is None:
-        return retrying(operation)
-
-    def limited() -> T:
-        limiter.acquire(refused=len(shared_refusals))
-        sent[0] = time.monotonic()
-        limiter.sent()
-        accepted = False
+    began = sent = time.monotonic()  # sent: when the latest attempt left
+    seen = limiter.successes if limiter is not None else 0  # the plane's, when this began
+    refusals = 0  # the shared quota's refusals so far, which are not failed attempts
+    attempt = 0
+    while True:
+        attempt += 1
         try:
-            result = operation()
-            accepted = True
-        finally:
-            limiter.answered(accepted)
-        return result
+            if limiter is None:
+                return operation()
+            limiter.acquire(refused=refusals)
+            sent = time.monotonic()
+            return _answered(operation, limiter)
+        except BaseException as error:  # what is retried is is_retryable's to say
+            failed_at = time.monotonic()
+            if not is_retryable(error):
+                raise
+            asked = retry_after(error) if retry_after is not None else None
+            if asked is not None and limiter is not None and _shared(limiter, seen):
+                refusals += 1
+            failures = attempt - refusals
+            # The limiter is paused even when this was the last attempt: the service asked
+            # every caller of the plane to hold off, not only this one.
+            delay = _delay(policy, failures, began, asked, limiter, sent)
+            if failures >= policy.attempts or failed_at - began >= policy.max_delay:
+                raise
+            _announce(description, attempt, error, delay)
+        time.sleep(delay)  # outside the handler: the next error is not chained to this one
 
-    return retrying(limited)
+
+def _answered(operation: Callable[[], T], limiter: RateLimiter) -> T:
+    """``operation``, counted in flight at ``limiter`` until its answer comes back."""
+    limiter.sent()
+    accepted = False
+    try:
+        result = operation()
+        accepted = True
+    finally:
+        limiter.answered(accepted)
+    return result
+
+
+def _shared(limiter: RateLimiter, seen: int) -> bool:
+    """Whether other calls are being served, or got through since ``seen`` successes."""
+    return limiter.successes > seen or limiter.in_flight > 0
+
+
+def _delay(
+    policy: RetryPolicy,
+    failures: int,
+    began: float,
+    asked: float | None,
+    limiter: RateLimiter | None,
+    sent: float,
+) -> float:
+    """The wait before the next attempt; pauses ``limiter`` when the service ``asked`` one.
+
+    Backoff grows with failures, not with a shared quota's refusals: a caller refused ten
+    times in a busy second should not then sit out five while its turn comes.
+    """
+    chosen = random.uniform(0, min(policy.max_wait, policy.initial_wait * 2 ** max(1, failures)))
+    if asked is not None and limiter is not None:
+        # The limiter holds the next attempt until the pause ends, in order of seniority
+        # (RateLimiter.acquire); sleeping through the pause here instead woke every refused
+        # caller at its end at once, a lottery one call lost 89 times in a row.
+        limiter.pause(asked, since=sent)
+    elif asked is not None:
+        chosen = max(chosen, asked)
+    return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
+
+
+def _announce(description: str, attempt: int, error: BaseException, delay: float) -> None:
+    """Tell this context's usage listener (:func:`retry_listener`) and the log of a retry."""
+    listener = _listener.get()
+    if listener is not None:
+        listener(error)
+    logger.warning(
+        "%s failed (attempt %d, %s: %s); retrying in %.2fs",
+        description,
+        attempt,
+        type(error).__name__,
+        error,
+        delay,
+    )

@@ -33,6 +33,7 @@ import httpx
 
 from sandbox_runtime._core import shell as _shell
 from sandbox_runtime._core.backend import ExecRequest
+from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult
 from sandbox_runtime._core.shell import check_cwd
 from sandbox_runtime.errors import (
@@ -101,11 +102,7 @@ class EnvdCommands:
         session = self._session()
         began = time.monotonic()
         token = _shell.new_token()
-        stdin_file = None
-        if request.stdin is not None:
-            stdin_file = f"{self._state_dir}/{token}.stdin"
-            data = request.stdin
-            self._translated(lambda: session.write(stdin_file, data), "upload stdin")
+        stdin_file = self._upload_stdin(session, request.stdin, token)
         # The marker only serves a decision to send a start again; with one attempt there is
         # none to make, and not creating it saves a process per command.
         marker = f"{self._state_dir}/{token}.started" if self._start_attempts > 1 else None
@@ -114,54 +111,11 @@ class EnvdCommands:
         )
         envs = {**request.env, _shell.TOKEN_VAR: token}
         stdout, stderr = request.output_buffers()
-        timeout = request.timeout
-        timed_out = threading.Event()
-        pid_box: list[int] = []
-        deadline: _Deadline | None = None
-
-        def on_deadline() -> None:
-            timed_out.set()
-            self._kill_command(token, pid_box)
-
-        server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
-        end: tuple[int, str] | None = None
-
-        def run() -> tuple[int, str] | None:
-            nonlocal end
-            for kind, value in self._start_once(argv, envs, server_timeout, marker):
-                if kind == "start":
-                    nonlocal deadline
-                    pid_box.append(value)
-                    if timeout is not None and deadline is None:
-                        deadline = _DEADLINES.add(time.monotonic() + timeout, on_deadline)
-                elif kind == "stdout":
-                    stdout.write(value)
-                elif kind == "stderr":
-                    stderr.write(value)
-                elif kind == "end":
-                    end = value
-            return end
-
-        try:
-            end = self._translated(run, "exec")
-        except SandboxError as exc:
-            if not timed_out.is_set() or isinstance(exc, SandboxGoneError):
-                raise
-            end = None  # the stream ended early because we killed the command: a timeout
-        finally:
-            if deadline is not None:
-                deadline.cancel()
-        if timed_out.is_set():
-            exit_code = TIMEOUT_EXIT_CODE
-        elif end is None:
-            if not self._is_alive():
-                raise SandboxGoneError(f"sandbox {self._name} ended during the command")
-            raise BackendError("the command's output stream ended without an exit code")
-        else:
-            exit_code = end[0]
-            if exit_code < 0:  # killed by a signal, reported the way a shell does
-                exit_code = 137 if "killed" in end[1] else 128 + 15
-        if not timed_out.is_set():
+        run = _CommandRun(self, token, request.timeout, stdout, stderr)
+        end = self._follow(run, argv, envs, marker)
+        timed_out = run.timed_out.is_set()
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(end)
+        if not timed_out:
             check_cwd(exit_code, stderr.getvalue(), request.cwd)
         return ExecResult.from_buffers(
             request.display,
@@ -169,8 +123,45 @@ class EnvdCommands:
             stdout,
             stderr,
             began=began,
-            timed_out=timed_out.is_set(),
+            timed_out=timed_out,
         )
+
+    def _upload_stdin(self, session: EnvdClient, data: bytes | None, token: str) -> str | None:
+        """Put the command's standard input where its wrapper reads it; its path, or None."""
+        if data is None:
+            return None
+        stdin_file = f"{self._state_dir}/{token}.stdin"
+        self._translated(lambda: session.write(stdin_file, data), "upload stdin")
+        return stdin_file
+
+    def _follow(
+        self, run: _CommandRun, argv: list[str], envs: dict[str, str], marker: str | None
+    ) -> tuple[int, str] | None:
+        """Start the command and read its events; its end, or None once its timeout killed it."""
+        timeout = run.timeout
+        server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
+        try:
+            return self._translated(
+                lambda: run.consume(self._start_once(argv, envs, server_timeout, marker)), "exec"
+            )
+        except SandboxError as exc:
+            if not run.timed_out.is_set() or isinstance(exc, SandboxGoneError):
+                raise
+            return None  # the stream ended early because we killed the command: a timeout
+        finally:
+            if run.deadline is not None:
+                run.deadline.cancel()
+
+    def _exit_code(self, end: tuple[int, str] | None) -> int:
+        """The exit code of a command that was not timed out, from its end event."""
+        if end is None:
+            if not self._is_alive():
+                raise SandboxGoneError(f"sandbox {self._name} ended during the command")
+            raise BackendError("the command's output stream ended without an exit code")
+        exit_code = end[0]
+        if exit_code < 0:  # killed by a signal, reported the way a shell does
+            exit_code = 137 if "killed" in end[1] else 128 + 15
+        return exit_code
 
     def _start_once(
         self,
@@ -299,6 +290,65 @@ class EnvdCommands:
         if not out:
             raise BackendError("tar produced no output")
         return out
+
+
+class _CommandRun:
+    """One command's stream as it is read: output, pid, timeout, and its end once it came.
+
+    The state outlives one pass over the events: a translator may call again (a refreshed
+    token), and the deadline set at the first start stays the command's.
+    """
+
+    __slots__ = (
+        "commands",
+        "deadline",
+        "end",
+        "pids",
+        "stderr",
+        "stdout",
+        "timed_out",
+        "timeout",
+        "token",
+    )
+
+    def __init__(
+        self,
+        commands: EnvdCommands,
+        token: str,
+        timeout: float | None,
+        stdout: HeadTailBuffer,
+        stderr: HeadTailBuffer,
+    ) -> None:
+        self.commands = commands
+        self.token = token
+        self.timeout = timeout
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timed_out = threading.Event()
+        self.pids: list[int] = []
+        self.deadline: _Deadline | None = None
+        self.end: tuple[int, str] | None = None
+
+    def consume(self, events: Iterator[ProcessEvent]) -> tuple[int, str] | None:
+        """Route each event: the pid (and the deadline from then on), output, the end."""
+        stdout, stderr = self.stdout, self.stderr
+        for kind, value in events:
+            if kind == "start":
+                self.pids.append(value)
+                if self.timeout is not None and self.deadline is None:
+                    self.deadline = _DEADLINES.add(time.monotonic() + self.timeout, self.expire)
+            elif kind == "stdout":
+                stdout.write(value)
+            elif kind == "stderr":
+                stderr.write(value)
+            elif kind == "end":
+                self.end = value
+        return self.end
+
+    def expire(self) -> None:
+        """The timeout passed: kill the command (its stream then ends)."""
+        self.timed_out.set()
+        self.commands._kill_command(self.token, self.pids)
 
 
 class _Deadline:

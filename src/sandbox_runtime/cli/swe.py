@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runtime.cli._args import (
     backend_options,
@@ -29,6 +29,11 @@ from sandbox_runtime.cli._args import (
 )
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sandbox_runtime.swe.report import TaskOutcome
+    from sandbox_runtime.swe.runner import RunOptions
+    from sandbox_runtime.swe.task import Task
 
 __all__ = ["register"]
 
@@ -44,6 +49,12 @@ exit codes:   0 every task graded, 1 some task ended in an error (no reward), 2 
 
 def register(subparsers: Any) -> None:
     """Add ``run`` and ``tasks`` to the top-level parser."""
+    _register_run(subparsers)
+    _register_tasks(subparsers)
+
+
+def _register_run(subparsers: Any) -> None:
+    """``run``: its arguments by group, in the order ``--help`` lists them."""
     run = subparsers.add_parser(
         "run",
         help="run SWE tasks: a fresh sandbox per task, an agent, grading by the task's tests",
@@ -51,6 +62,18 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_what_to_run(run)
+    _add_outputs(run)
+    _add_task_selection(run)
+    _add_limits(run)
+    _add_run_settings(run)
+    _add_agent_settings(run)
+    run.add_argument("--quiet", action="store_true", help="no progress and no table")
+    run.set_defaults(handler=_run, subparser=run)
+
+
+def _add_what_to_run(run: argparse.ArgumentParser) -> None:
+    """Task sources, the backend and the agent."""
     run.add_argument("tasks", nargs="*", metavar="TASKS", help="task sources (see below)")
     run.add_argument("--config", metavar="FILE", help="flags from a TOML or YAML file")
     run.add_argument("--ds-json", metavar="FILE", help="smoke mode: one dataset entry (JSON)")
@@ -65,6 +88,10 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--agent", default="oracle", help="oracle | null | scripted | llm")
     run.add_argument("-j", "--jobs", type=positive_int, default=1, help="tasks run at once")
+
+
+def _add_outputs(run: argparse.ArgumentParser) -> None:
+    """Files the run writes: report, trajectories, predictions."""
     run.add_argument("--report", type=Path, help="write the JSON report here")
     run.add_argument("--trajectories", type=Path, help="write one JSONL record per task here")
     run.add_argument(
@@ -73,6 +100,10 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="write SWE-bench predictions (.jsonl or .json) for the swebench harness",
     )
+
+
+def _add_task_selection(run: argparse.ArgumentParser) -> None:
+    """Which rows, read how, in which order."""
     run.add_argument(
         "--format", metavar="NAME", help="task format of the rows (default: detected per row)"
     )
@@ -80,6 +111,10 @@ def register(subparsers: Any) -> None:
     run.add_argument("--select", action="append", metavar="IDS", help="only these task ids")
     run.add_argument("--sort-by-image", action="store_true", help="order tasks by image")
     run.add_argument("--limit", type=positive_int, help="only the first N tasks (after sorting)")
+
+
+def _add_limits(run: argparse.ArgumentParser) -> None:
+    """Steps, time, retries and how many sandboxes start or wait at once."""
     run.add_argument("--max-steps", type=positive_int, help="step limit of the agent")
     run.add_argument(
         "--step-timeout", type=positive_float, default=120.0, help="seconds per command"
@@ -110,6 +145,10 @@ def register(subparsers: Any) -> None:
         help="at most N sandboxes of the backend start at once (default: the backend's own "
         "bound, 32 for docker)",
     )
+
+
+def _add_run_settings(run: argparse.ArgumentParser) -> None:
+    """Where grading runs, prices, the run's label and the samples' base image."""
     run.add_argument(
         "--grade-in",
         choices=["same", "fresh", "default"],
@@ -128,6 +167,10 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--run-id", help="label grouping this run's sandboxes")
     run.add_argument("--base-image", help="base image of the bundled samples' Docker images")
+
+
+def _add_agent_settings(run: argparse.ArgumentParser) -> None:
+    """The scripted and llm agents' own settings."""
     run.add_argument("--script", type=Path, help="scripted agent: JSON script of tool calls")
     run.add_argument("--base-url", help="llm agent: OpenAI-compatible endpoint")
     run.add_argument("--model", help="llm agent: model name")
@@ -137,11 +180,27 @@ def register(subparsers: Any) -> None:
         help="llm agent: environment variable holding the API key (never a flag value)",
     )
     run.add_argument("--temperature", type=float, default=0.0)
-    run.add_argument("--quiet", action="store_true", help="no progress and no table")
-    run.set_defaults(handler=_run, subparser=run)
 
+
+def _register_tasks(subparsers: Any) -> None:
+    """``tasks`` and its actions."""
     tasks = subparsers.add_parser("tasks", help="list, convert and export SWE task sets")
     sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
+    _add_list_and_convert(sub)
+    _add_rllm(sub)
+    build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
+    build.add_argument("--base-image", help="base with python3, git and bash")
+    build.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    build.set_defaults(handler=_tasks_build)
+    known = sub.add_parser("formats", help="list the task formats (built in and installed)")
+    known.set_defaults(handler=_tasks_formats)
+    where = sub.add_parser("path", help="print where the bundled task files are")
+    where.set_defaults(handler=_tasks_path)
+    tasks.set_defaults(handler=lambda _args: (tasks.print_help(), 2)[1])
+
+
+def _add_list_and_convert(sub: Any) -> None:
+    """``tasks list`` and ``tasks convert``."""
     show = sub.add_parser("list", help="read a task source and list its tasks and bad rows")
     show.add_argument("source")
     show.add_argument(
@@ -156,6 +215,10 @@ def register(subparsers: Any) -> None:
     convert.add_argument("--sort-by-image", action="store_true")
     convert.add_argument("--limit", type=positive_int)
     convert.set_defaults(handler=_tasks_convert)
+
+
+def _add_rllm(sub: Any) -> None:
+    """``tasks rllm``: rLLM's parquet pair."""
     rllm = sub.add_parser(
         "rllm",
         help="write rLLM's <split>.parquet and <split>_verl.parquet (verl-ready)",
@@ -189,15 +252,6 @@ def register(subparsers: Any) -> None:
     rllm.add_argument("--sort-by-image", action="store_true")
     rllm.add_argument("--limit", type=positive_int)
     rllm.set_defaults(handler=_tasks_rllm)
-    build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
-    build.add_argument("--base-image", help="base with python3, git and bash")
-    build.add_argument("--force", action="store_true", help="rebuild even if up to date")
-    build.set_defaults(handler=_tasks_build)
-    known = sub.add_parser("formats", help="list the task formats (built in and installed)")
-    known.set_defaults(handler=_tasks_formats)
-    where = sub.add_parser("path", help="print where the bundled task files are")
-    where.set_defaults(handler=_tasks_path)
-    tasks.set_defaults(handler=lambda _args: (tasks.print_help(), 2)[1])
 
 
 def _agent_factory(args: argparse.Namespace) -> Any:
@@ -239,17 +293,9 @@ def _check_writable(path: Path | None, flag: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sandbox_runtime.swe.dataset import DatasetError, select_tasks
     from sandbox_runtime.swe.progress import Progress
-    from sandbox_runtime.swe.report import (
-        TaskOutcome,
-        smoke_report,
-        summary_table,
-        write_predictions,
-        write_report,
-        write_trajectory,
-    )
-    from sandbox_runtime.swe.runner import Runner, RunOptions
+    from sandbox_runtime.swe.report import summary_table, write_trajectory
+    from sandbox_runtime.swe.runner import Runner
 
     sources = list(args.tasks) + ([args.ds_json] if args.ds_json else [])
     if not sources:
@@ -257,26 +303,8 @@ def _run(args: argparse.Namespace) -> int:
     # Everything the user can get wrong fails here, before any sandbox starts.
     options_for_backend = backend_options(args.backend, args.backend_option)
     agent_factory = _agent_factory(args)
-    _check_writable(args.report, "--report")
-    _check_writable(args.trajectories, "--trajectories")
-    _check_writable(args.predictions, "--predictions")
-    if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
-        raise ConfigError(
-            f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"
-        )
-    try:
-        loaded = load_tasks(sources, args.format, args.split)
-    except DatasetError as exc:
-        raise ConfigError(str(exc)) from exc
-    errors = loaded.problems
-    ids = [i for chunk in args.select or [] for i in chunk.split(",") if i]
-    tasks = select_tasks(
-        loaded.tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
-    )
-    for error in errors:
-        print(f"skipped {error}", file=sys.stderr)
-    if not tasks:
-        raise ConfigError("no task to run")
+    _check_outputs(args)
+    tasks, errors = _tasks_to_run(args, sources)
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
     progress = Progress(len(tasks), enabled=not args.quiet)
@@ -288,21 +316,7 @@ def _run(args: argparse.Namespace) -> int:
         if trajectories is not None:
             write_trajectory(trajectories, outcome)
 
-    options = RunOptions(
-        backend=args.backend,
-        jobs=args.jobs,
-        max_steps=args.max_steps,
-        step_timeout=args.step_timeout,
-        time_limit=args.time_limit,
-        test_timeout=args.test_timeout,
-        run_id=args.run_id,
-        base_image=args.base_image,
-        backend_options=options_for_backend,
-        retries=args.retries,
-        warm=args.warm,
-        grade_in=None if args.grade_in == "default" else args.grade_in,
-        price=price_for(args.backend, args.price),
-    )
+    options = _run_options(args, options_for_backend)
     if args.max_starts is not None:
         from sandbox_runtime._core.limits import set_start_limit
 
@@ -318,12 +332,78 @@ def _run(args: argparse.Namespace) -> int:
     progress.close()
     if not args.quiet:
         print(summary_table(outcomes))
+    _write_outputs(args, runner.run_id, sources, errors, outcomes)
+    return 1 if any(outcome.error for outcome in outcomes) else 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before the run when an output file cannot be written or has the wrong kind."""
+    _check_writable(args.report, "--report")
+    _check_writable(args.trajectories, "--trajectories")
+    _check_writable(args.predictions, "--predictions")
+    if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
+        raise ConfigError(
+            f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"
+        )
+
+
+def _tasks_to_run(args: argparse.Namespace, sources: list[str]) -> tuple[list[Task], list[str]]:
+    """The selected tasks and the rows that were skipped (each told on stderr)."""
+    from sandbox_runtime.swe.dataset import DatasetError, select_tasks
+
+    try:
+        loaded = load_tasks(sources, args.format, args.split)
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from exc
+    errors = loaded.problems
+    ids = [i for chunk in args.select or [] for i in chunk.split(",") if i]
+    tasks = select_tasks(
+        loaded.tasks, ids=ids or None, sort_by_image=args.sort_by_image, limit=args.limit
+    )
+    for error in errors:
+        print(f"skipped {error}", file=sys.stderr)
+    if not tasks:
+        raise ConfigError("no task to run")
+    return tasks, errors
+
+
+def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) -> RunOptions:
+    """The runner's options, from the flags."""
+    from sandbox_runtime.swe.runner import RunOptions
+
+    return RunOptions(
+        backend=args.backend,
+        jobs=args.jobs,
+        max_steps=args.max_steps,
+        step_timeout=args.step_timeout,
+        time_limit=args.time_limit,
+        test_timeout=args.test_timeout,
+        run_id=args.run_id,
+        base_image=args.base_image,
+        backend_options=options_for_backend,
+        retries=args.retries,
+        warm=args.warm,
+        grade_in=None if args.grade_in == "default" else args.grade_in,
+        price=price_for(args.backend, args.price),
+    )
+
+
+def _write_outputs(
+    args: argparse.Namespace,
+    run_id: str,
+    sources: list[str],
+    errors: list[str],
+    outcomes: list[TaskOutcome],
+) -> None:
+    """The report (Graph Planner's shape for a one-entry smoke run) and the predictions."""
+    from sandbox_runtime.swe.report import smoke_report, write_predictions, write_report
+
     if args.report:
         if args.ds_json and len(outcomes) == 1:
             args.report.write_text(json.dumps(smoke_report(outcomes[0]), indent=2) + "\n")
         else:
             run_info = {
-                "run_id": runner.run_id,
+                "run_id": run_id,
                 "backend": args.backend,
                 "agent": args.agent,
                 "grade_in": args.grade_in,
@@ -338,7 +418,6 @@ def _run(args: argparse.Namespace) -> int:
                 f"--predictions: left out {left_out} task(s) that ended in an error",
                 file=sys.stderr,
             )
-    return 1 if any(outcome.error for outcome in outcomes) else 0
 
 
 def _tasks_list(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
-from sandbox_runtime.swe.commit import is_r2e_test_path, parse_unified_diff
+from sandbox_runtime.swe.commit import FileDiff, is_r2e_test_path, parse_unified_diff
 from sandbox_runtime.swe.parsers import parse_pytest, parse_pytest_r2e
 from sandbox_runtime.swe.samples import (
     Sample,
@@ -80,6 +80,12 @@ def _run(sample: Sample, *, fixed: bool, command: str) -> tuple[int, str]:
 def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
     """The sample's (R2E-Gym row, SWE-bench row)."""
     base, new = _fixed_commit(sample)
+    f2p, p2p = _fail_and_pass_to_pass(sample)
+    return _r2e_row(sample, base, new), _swebench_row(sample, base, f2p, p2p)
+
+
+def _fail_and_pass_to_pass(sample: Sample) -> tuple[list[str], list[str]]:
+    """SWE-bench's FAIL_TO_PASS and PASS_TO_PASS, from pytest on the buggy and fixed trees."""
     test_files = " ".join(sorted({*_patch_paths(sample.tests_patch)}))
     _, before_out = _run(sample, fixed=False, command=f"{_PYTEST} {test_files}")
     _, after_out = _run(sample, fixed=True, command=f"{_PYTEST} {test_files}")
@@ -88,7 +94,11 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
     p2p = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) == "PASSED")
     if not f2p or any(s != "PASSED" for s in after.values()):
         raise RuntimeError(f"{sample.name}: the fix must make every test pass and some newly")
+    return f2p, p2p
 
+
+def _r2e_row(sample: Sample, base: str, new: str) -> dict[str, Any]:
+    """The R2E-Gym row, from its held-out tests run on the buggy and the fixed tree."""
     r2e_command = "rm -rf r2e_tests && ln -s ../r2e_tests r2e_tests && bash run_tests.sh"
     old_code, old_out = _run(sample, fixed=False, command=r2e_command)
     new_code, new_out = _run(sample, fixed=True, command=r2e_command)
@@ -104,19 +114,6 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         commit_date=datetime.fromisoformat("2026-11-22T00:00:00+00:00"),
     )
     code_diffs = [d for d in parsed.file_diffs if not is_r2e_test_path(d.path)]
-    functions = {
-        m.group(1)
-        for d in code_diffs
-        for h in d.hunks
-        if (m := _DEF.match(h.descriptor.section.strip()))
-    }
-    edited = sum(
-        1
-        for d in code_diffs
-        for h in d.hunks
-        for ln in h.line_group.all_lines
-        if ln.type in ("added", "deleted")
-    )
     execution = {
         "repo_name": sample.name,
         "new_commit_hash": new,
@@ -132,7 +129,7 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         "old_commit_res_stdout": _summary(old_out),
         "old_commit_res_stderr": "",
     }
-    r2e = {
+    return {
         "repo_name": sample.name,
         "docker_image": sample.image,
         "commit_hash": new,
@@ -142,13 +139,38 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         "modified_entity_summaries": [],
         "relevant_files": [d.path for d in code_diffs],
         "num_non_test_files": len(code_diffs),
-        "num_non_test_func_methods": len(functions),
-        "num_non_test_lines": edited,
+        "num_non_test_func_methods": len(_functions(code_diffs)),
+        "num_non_test_lines": _edited_lines(code_diffs),
         "prompt": "",
         "problem_statement": f"[ISSUE]\n{sample.problem_statement.strip()}\n[/ISSUE]",
         "expected_output_json": json.dumps(expected),
     }
-    swebench = {
+
+
+def _functions(diffs: list[FileDiff]) -> set[str]:
+    """The distinct functions named in the hunk headers of ``diffs``."""
+    return {
+        m.group(1)
+        for d in diffs
+        for h in d.hunks
+        if (m := _DEF.match(h.descriptor.section.strip()))
+    }
+
+
+def _edited_lines(diffs: list[FileDiff]) -> int:
+    """Lines added or deleted by ``diffs``."""
+    return sum(
+        1
+        for d in diffs
+        for h in d.hunks
+        for ln in h.line_group.all_lines
+        if ln.type in ("added", "deleted")
+    )
+
+
+def _swebench_row(sample: Sample, base: str, f2p: list[str], p2p: list[str]) -> dict[str, Any]:
+    """The SWE-bench row (with R2E-Gym's ``docker_image`` extension)."""
+    return {
         "repo": f"sandbox-runtime-samples/{sample.name}",
         "instance_id": f"sandbox-runtime-samples__{sample.name}-1",
         "base_commit": base,
@@ -163,7 +185,6 @@ def rows_for(sample: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
         "environment_setup_commit": base,
         "docker_image": sample.image,
     }
-    return r2e, swebench
 
 
 def _summary(output: str) -> str:

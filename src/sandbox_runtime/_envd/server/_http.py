@@ -114,22 +114,11 @@ class _Connection:
                 self.writer.close()
 
     async def _one_request(self) -> bool:
+        """Serve the next request; whether the connection stays open for another."""
         head = await _read_head(self.reader)
         if head is None:
             return False
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            method, target, version = lines[0].split(" ", 2)
-        except ValueError as exc:
-            raise _BadRequest(f"bad request line {lines[0]!r}") from exc
-        raw_headers: list[tuple[bytes, bytes]] = []
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, _, value = line.partition(":")
-            raw_headers.append((name.strip().lower().encode("latin-1"), value.strip().encode()))
-            headers[name.strip().lower()] = value.strip()
+        method, target, version, raw_headers, headers = _parse_head(head)
         body = await _read_body(self.reader, headers)
         path, _, query = target.partition("?")
         scope: Scope = {
@@ -146,75 +135,132 @@ class _Connection:
             "server": self.writer.get_extra_info("sockname"),
         }
         keep_alive = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
-        disconnected = asyncio.Event()
-        body_sent = False
-
-        async def receive() -> Message:
-            nonlocal body_sent
-            if not body_sent:
-                body_sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            # Reading the socket here could swallow the next request on a kept-alive
-            # connection, so a disconnect is only noticed when a write fails.
-            await disconnected.wait()
-            return {"type": "http.disconnect"}
-
-        state = {"started": False, "chunked": False, "done": False, "broken": False}
-
-        async def send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                out_headers = [
-                    (bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))
-                    for k, v in message.get("headers", [])
-                ]
-                names = {k.lower() for k, _ in out_headers}
-                if "content-length" not in names and status not in (204, 304):
-                    out_headers.append(("Transfer-Encoding", "chunked"))
-                    state["chunked"] = True
-                if not keep_alive:
-                    out_headers.append(("Connection", "close"))
-                head_lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
-                head_lines += [f"{k}: {v}" for k, v in out_headers]
-                self.writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode("latin-1"))
-                state["started"] = True
-            elif message["type"] == "http.response.body":
-                data = bytes(message.get("body", b""))
-                more = bool(message.get("more_body", False))
-                if state["chunked"]:
-                    if data:
-                        self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    if not more:
-                        self.writer.write(b"0\r\n\r\n")
-                elif data:
-                    self.writer.write(data)
-                if not more:
-                    state["done"] = True
-                try:
-                    await self.writer.drain()
-                except ConnectionError:
-                    state["broken"] = True
-                    disconnected.set()
-                    raise
-
+        exchange = _Exchange(self.writer, body, keep_alive)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, exchange.receive, exchange.send)
         except ConnectionError:
             return False
         except Exception:
             logger.exception("application error on %s %s", method, path)
-            if not state["started"]:
-                self.writer.write(
-                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
-                )
-                await self.writer.drain()
-                return keep_alive
-            return False
+            return await self._answer_failure(exchange)
         finally:
-            disconnected.set()
-        if not state["done"]:
+            exchange.disconnected.set()
+        if not exchange.done:
             return False
-        return keep_alive and not state["broken"]
+        return keep_alive and not exchange.broken
+
+    async def _answer_failure(self, exchange: _Exchange) -> bool:
+        """After an application error: a 500 if no response began; whether to keep going."""
+        if exchange.started:
+            return False  # half a response is out: only closing the connection ends it
+        self.writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+        await self.writer.drain()
+        return exchange.keep_alive
+
+
+def _parse_head(
+    head: bytes,
+) -> tuple[str, str, str, list[tuple[bytes, bytes]], dict[str, str]]:
+    """Method, target, version, the ASGI header list and a lowercase name -> value map."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        method, target, version = lines[0].split(" ", 2)
+    except ValueError as exc:
+        raise _BadRequest(f"bad request line {lines[0]!r}") from exc
+    raw_headers: list[tuple[bytes, bytes]] = []
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, _, value = line.partition(":")
+        raw_headers.append((name.strip().lower().encode("latin-1"), value.strip().encode()))
+        headers[name.strip().lower()] = value.strip()
+    return method, target, version, raw_headers, headers
+
+
+class _Exchange:
+    """One request's ASGI channel: ``receive`` gives its body, ``send`` frames the response.
+
+    Its flags tell the connection how the response went: ``started`` (a head is out),
+    ``done`` (the last body message was sent), ``broken`` (a write failed).
+    """
+
+    __slots__ = (
+        "body",
+        "body_sent",
+        "broken",
+        "chunked",
+        "disconnected",
+        "done",
+        "keep_alive",
+        "started",
+        "writer",
+    )
+
+    def __init__(self, writer: asyncio.StreamWriter, body: bytes, keep_alive: bool) -> None:
+        self.writer = writer
+        self.body = body
+        self.keep_alive = keep_alive
+        self.disconnected = asyncio.Event()
+        self.body_sent = False
+        self.started = False
+        self.chunked = False
+        self.done = False
+        self.broken = False
+
+    async def receive(self) -> Message:
+        """The body (whole, in one message), then a disconnect once the exchange is over."""
+        if not self.body_sent:
+            self.body_sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        # Reading the socket here could swallow the next request on a kept-alive
+        # connection, so a disconnect is only noticed when a write fails.
+        await self.disconnected.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        """Write a response head or body message (body chunks inline: the hot path)."""
+        kind = message["type"]
+        if kind == "http.response.start":
+            self._write_head(message)
+            return
+        if kind != "http.response.body":
+            return
+        data = bytes(message.get("body", b""))
+        more = bool(message.get("more_body", False))
+        if self.chunked:
+            if data:
+                self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            if not more:
+                self.writer.write(b"0\r\n\r\n")
+        elif data:
+            self.writer.write(data)
+        if not more:
+            self.done = True
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            self.broken = True
+            self.disconnected.set()
+            raise
+
+    def _write_head(self, message: Message) -> None:
+        """The status line and headers; chunked framing when the app gave no length."""
+        status = int(message["status"])
+        out_headers = [
+            (bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))
+            for k, v in message.get("headers", [])
+        ]
+        names = {k.lower() for k, _ in out_headers}
+        if "content-length" not in names and status not in (204, 304):
+            out_headers.append(("Transfer-Encoding", "chunked"))
+            self.chunked = True
+        if not self.keep_alive:
+            out_headers.append(("Connection", "close"))
+        head_lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+        head_lines += [f"{k}: {v}" for k, v in out_headers]
+        self.writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode("latin-1"))
+        self.started = True
 
 
 async def request_body(receive: Callable[[], Awaitable[Message]]) -> bytes:

@@ -187,84 +187,144 @@ def _pump(
     neither a finished command nor its caller waits on a polling interval; elsewhere the
     loop checks the process every 50 ms.
     """
-    assert process.stdout is not None
-    assert process.stderr is not None
-    selector = selectors.DefaultSelector()
-    sinks = {process.stdout.fileno(): stdout, process.stderr.fileno(): stderr}
-    for fd in sinks:
-        os.set_blocking(fd, False)
-        selector.register(fd, selectors.EVENT_READ)
-    pidfd = _open_pidfd(process.pid)
-    if pidfd is not None:
-        selector.register(pidfd, selectors.EVENT_READ)
-    pending = memoryview(stdin) if stdin is not None else None
-    stdin_fd = -1
-    if process.stdin is not None:
-        stdin_fd = process.stdin.fileno()
-        os.set_blocking(stdin_fd, False)
-        if pending:
-            selector.register(stdin_fd, selectors.EVENT_WRITE)
-        else:
-            process.stdin.close()
-    exited_at: float | None = None
+    pump = _Pump(process, stdin, stdout, stderr, deadline)
     try:
+        return pump.run()
+    finally:
+        pump.close()
+
+
+class _Pump:
+    """One command's I/O loop and the state its steps share: pipes, stdin left, exit time."""
+
+    __slots__ = (
+        "deadline",
+        "exited_at",
+        "pending",
+        "pidfd",
+        "process",
+        "selector",
+        "sinks",
+        "stdin_fd",
+    )
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        stdin: bytes | None,
+        stdout: HeadTailBuffer,
+        stderr: HeadTailBuffer,
+        deadline: float | None,
+    ) -> None:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        self.process = process
+        self.deadline = deadline
+        self.selector = selectors.DefaultSelector()
+        self.sinks = {process.stdout.fileno(): stdout, process.stderr.fileno(): stderr}
+        for fd in self.sinks:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ)
+        self.pidfd = _open_pidfd(process.pid)
+        if self.pidfd is not None:
+            self.selector.register(self.pidfd, selectors.EVENT_READ)
+        self.pending = memoryview(stdin) if stdin is not None else None
+        self.stdin_fd = -1
+        if process.stdin is not None:
+            self.stdin_fd = process.stdin.fileno()
+            os.set_blocking(self.stdin_fd, False)
+            if self.pending:
+                self.selector.register(self.stdin_fd, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+        self.exited_at: float | None = None
+
+    def close(self) -> None:
+        """Release the selector and the pidfd."""
+        self.selector.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+    def run(self) -> bool:
+        """The loop: wait for the pipes, the pidfd or the deadline; True on deadline."""
         while True:
             now = time.monotonic()
-            if exited_at is None and pidfd is None and process.poll() is not None:
-                exited_at = now
-            if exited_at is not None:
-                if not sinks:
-                    break
-                if now - exited_at > _DRAIN_AFTER_EXIT:
-                    _read_available(sinks)
-                    break
-            if deadline is not None and now >= deadline:
+            if self.exited_at is None and self.pidfd is None and self.process.poll() is not None:
+                self.exited_at = now
+            if self.exited_at is not None and self._drained(now):
+                return False
+            if self.deadline is not None and now >= self.deadline:
                 return True
-            wait: float | None = _DRAIN_AFTER_EXIT if exited_at is not None else None
-            if pidfd is None and exited_at is None:
-                wait = 0.05
-            if deadline is not None:
-                wait = max(deadline - now, 0.0) if wait is None else min(wait, deadline - now)
-            for key, _ in selector.select(wait):
-                if key.fd == pidfd:
-                    selector.unregister(pidfd)
-                    exited_at = time.monotonic()
-                    continue
-                if key.fd == stdin_fd:
-                    assert pending is not None
-                    assert process.stdin is not None
-                    try:
-                        pending = pending[os.write(stdin_fd, pending[:_READ_SIZE]) :]
-                    except BlockingIOError:
-                        continue
-                    except BrokenPipeError:  # the command stopped reading: not an error
-                        pending = pending[len(pending) :]
-                    if not pending:
-                        selector.unregister(stdin_fd)
-                        process.stdin.close()
-                    continue
-                try:
-                    chunk = os.read(key.fd, _READ_SIZE)
-                except BlockingIOError:
-                    continue
-                if chunk:
-                    sinks[key.fd].write(chunk)
-                else:
-                    selector.unregister(key.fd)
-                    del sinks[key.fd]
-            if not sinks and exited_at is None and pidfd is None:
-                # Pipes closed (the command closed them, or exited): wait for the status.
-                remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                try:
-                    process.wait(timeout=remaining)
-                except subprocess.TimeoutExpired:
-                    return True
-                exited_at = time.monotonic()
-    finally:
-        selector.close()
-        if pidfd is not None:
-            os.close(pidfd)
-    return False
+            for key, _ in self.selector.select(self._timeout(now)):
+                self._ready(key.fd)
+            # Pipes closed (the command closed them, or exited): wait for the status.
+            if not self.sinks and self.exited_at is None and self.pidfd is None and self._reap():
+                return True
+
+    def _drained(self, now: float) -> bool:
+        """After the exit: whether the pipes are done (closed, or given their grace)."""
+        assert self.exited_at is not None
+        if not self.sinks:
+            return True
+        if now - self.exited_at > _DRAIN_AFTER_EXIT:
+            _read_available(self.sinks)
+            return True
+        return False
+
+    def _timeout(self, now: float) -> float | None:
+        """How long the selector may wait: the drain's grace, a poll, or the deadline."""
+        wait: float | None = _DRAIN_AFTER_EXIT if self.exited_at is not None else None
+        if self.pidfd is None and self.exited_at is None:
+            wait = 0.05
+        if self.deadline is not None:
+            left = self.deadline - now
+            wait = max(left, 0.0) if wait is None else min(wait, left)
+        return wait
+
+    def _ready(self, fd: int) -> None:
+        """Handle one ready descriptor: the exit, stdin's room, or output."""
+        if fd == self.pidfd:
+            self.selector.unregister(fd)
+            self.exited_at = time.monotonic()
+            return
+        if fd == self.stdin_fd:
+            self._feed()
+            return
+        try:
+            chunk = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        if chunk:
+            self.sinks[fd].write(chunk)
+        else:
+            self.selector.unregister(fd)
+            del self.sinks[fd]
+
+    def _feed(self) -> None:
+        """Write the next piece of stdin; close the pipe once it is all written."""
+        pending = self.pending
+        assert pending is not None
+        assert self.process.stdin is not None
+        try:
+            pending = pending[os.write(self.stdin_fd, pending[:_READ_SIZE]) :]
+        except BlockingIOError:
+            return
+        except BrokenPipeError:  # the command stopped reading: not an error
+            pending = pending[len(pending) :]
+        self.pending = pending
+        if not pending:
+            self.selector.unregister(self.stdin_fd)
+            self.process.stdin.close()
+
+    def _reap(self) -> bool:
+        """Wait for the exit status until the deadline; True when the deadline came first."""
+        remaining = None if self.deadline is None else max(self.deadline - time.monotonic(), 0.0)
+        try:
+            self.process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            return True
+        self.exited_at = time.monotonic()
+        return False
 
 
 def _read_available(sinks: dict[int, HeadTailBuffer]) -> None:
