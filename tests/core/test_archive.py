@@ -91,3 +91,42 @@ def test_directory_round_trip_and_strip_top(tmp_path: Path) -> None:
 
 def test_first_file() -> None:
     assert _archive.first_file(_archive.single_file("/a.txt", b"content")) == b"content"
+
+
+def _special_tar() -> bytes:
+    """What a hostile sandbox packs: a setuid root shell, a block device, a FIFO, a file
+    owned by another user, and hard links to the shell and to the device."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        top = tarfile.TarInfo("evil")
+        top.type, top.mode = tarfile.DIRTYPE, 0o1777
+        archive.addfile(top)
+        shell = tarfile.TarInfo("evil/sh")
+        shell.mode, shell.uid, shell.gid, shell.uname = 0o4755, 0, 0, "root"
+        shell.size = 4
+        archive.addfile(shell, io.BytesIO(b"#!sh"))
+        for name, kind in (("evil/loop", tarfile.BLKTYPE), ("evil/fifo", tarfile.FIFOTYPE)):
+            special = tarfile.TarInfo(name)
+            special.type, special.mode, special.devmajor = kind, 0o666, 7
+            archive.addfile(special)
+        owned = tarfile.TarInfo("evil/owned")
+        owned.mode, owned.uid, owned.gid, owned.uname, owned.gname = 0o2644, 4321, 4321, "x", "x"
+        archive.addfile(owned, io.BytesIO(b""))
+        for name, target in (("evil/sh2", "evil/sh"), ("evil/loop2", "evil/loop")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.LNKTYPE, target
+            archive.addfile(link)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("strip_top", [None, "evil"])
+def test_extract_keeps_nothing_that_gains_privileges(tmp_path: Path, strip_top: str | None) -> None:
+    _archive.extract(_special_tar(), tmp_path, strip_top=strip_top)
+    tree = tmp_path if strip_top else tmp_path / "evil"
+    assert sorted(p.name for p in tree.iterdir()) == ["owned", "sh", "sh2"]
+    assert (tree / "sh").stat().st_mode & 0o7777 == 0o755
+    assert (tree / "sh2").stat().st_ino == (tree / "sh").stat().st_ino
+    assert (tree / "owned").stat().st_mode & 0o7777 == 0o644
+    assert (tree / "owned").stat().st_uid == os.getuid()
+    if strip_top is None:
+        assert tree.stat().st_mode & 0o7777 == 0o777

@@ -4,6 +4,12 @@ Docker's Engine API, ``kubectl cp`` and a ``tar`` process in any container all s
 so files cross the sandbox boundary as tar streams and directory upload and download are
 written once.  Extraction on the host refuses any member that would land outside its
 destination, through ``..``, an absolute name, or a symlink already on disk.
+
+What a sandbox packs is the sandbox's to choose, so extraction also keeps only what cannot
+gain privileges on the host: regular files, directories, symlinks (as links, never followed)
+and hard links inside the tree.  Device nodes and FIFOs are dropped; setuid, setgid and
+sticky bits are cleared; owners are never set from the archive (files belong to the client).
+A root client downloading a ``chmod 4755`` shell or a ``mknod b 7 0`` gets neither.
 """
 
 from __future__ import annotations
@@ -94,14 +100,11 @@ def extract(data: bytes | BinaryIO, destination: Path, *, strip_top: str | None 
     destination.mkdir(parents=True, exist_ok=True)
     root = os.path.realpath(destination)
     source = io.BytesIO(data) if isinstance(data, bytes) else data
+    placed: dict[str, str] = {}  # an archive name of a regular file -> where it landed
     with tarfile.open(fileobj=source, mode="r:*") as archive:
         for member in archive:
-            name = posixpath.normpath(member.name)
-            if strip_top is not None:
-                if name == strip_top:
-                    name = "."
-                elif name.startswith(strip_top + "/"):
-                    name = name[len(strip_top) + 1 :]
+            original = posixpath.normpath(member.name)
+            name = _renamed(original, strip_top)
             if name.startswith("/") or name == ".." or name.startswith("../"):
                 raise PathEscapeError(f"archive member escapes the destination: {member.name!r}")
             # Resolve the parent only: an existing symlink at the name itself is replaced,
@@ -113,21 +116,74 @@ def extract(data: bytes | BinaryIO, destination: Path, *, strip_top: str | None 
                 link_target = os.path.realpath(os.path.join(root, member.linkname))
                 if not _inside(root, link_target):
                     raise PathEscapeError(f"hard link escapes the destination: {member.name!r}")
-            if name == "." and member.isdir():
+            if (name == "." and member.isdir()) or not _kept(member):
                 continue
             member.name = os.path.relpath(os.path.join(parent, posixpath.basename(name)), root)
+            if member.islnk():
+                _link(placed.get(posixpath.normpath(member.linkname)), root, member.name)
+                continue
             _extract_member(archive, member, root)
+            if member.isreg():
+                placed[original] = os.path.join(root, member.name)
+
+
+def _renamed(name: str, strip_top: str | None) -> str:
+    """``name`` with the archive's top entry ``strip_top`` renamed to ``.``."""
+    if strip_top is None:
+        return name
+    if name == strip_top:
+        return "."
+    if name.startswith(strip_top + "/"):
+        return name[len(strip_top) + 1 :]
+    return name
+
+
+def _link(source: str | None, root: str, name: str) -> None:
+    """A hard link to a regular file this extraction placed; dropped when there is none.
+
+    tarfile, when it cannot link, extracts the link's target member again with that
+    member's own attributes (a device node, a setuid bit); linking only to what was placed
+    here, under the rules above, leaves no such way round them.
+    """
+    if source is None:
+        return
+    target = os.path.join(root, name)
+    _clear(target, name, is_dir=False)
+    os.link(source, target)
+
+
+def _kept(member: tarfile.TarInfo) -> bool:
+    """Whether a member may exist on the host: no device nodes, FIFOs or other specials."""
+    return member.isreg() or member.isdir() or member.issym() or member.islnk()
+
+
+def _host_safe(member: tarfile.TarInfo, _destination: str) -> tarfile.TarInfo:
+    """The member without setuid, setgid and sticky bits, and without an owner to set.
+
+    An owner of -1 with no names makes a root client's ``chown`` a no-op, so the file stays
+    the client's instead of becoming the sandbox user's (or a host user of the same name).
+    """
+    return member.replace(mode=member.mode & 0o777, uid=-1, gid=-1, uname="", gname="", deep=False)
+
+
+def _clear(target: str, name: str, *, is_dir: bool) -> None:
+    """Make way at ``target``: files and links are replaced, never written through."""
+    if os.path.islink(target) or (os.path.lexists(target) and not is_dir):
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise IsADirectoryError(f"a directory is in the way of {name!r}")
+        os.unlink(target)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
 
 
 def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
     target = os.path.join(root, member.name)
-    if os.path.islink(target) or (os.path.lexists(target) and not member.isdir()):
-        if os.path.isdir(target) and not os.path.islink(target):
-            raise IsADirectoryError(f"a directory is in the way of {member.name!r}")
-        os.unlink(target)  # replace files and links instead of writing through them
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    _clear(target, member.name, is_dir=member.isdir())
     if hasattr(tarfile, "fully_trusted_filter"):
-        # Names were checked above; keep modes and absolute symlink targets as they are.
-        archive.extract(member, root, set_attrs=True, filter="fully_trusted")
-    else:  # Python < 3.10.12: no filters, same behaviour
+        # Names were checked above; absolute symlink targets stay as they are (data, never
+        # followed), and no tarfile filter keeps those while clearing modes and owners.
+        archive.extract(member, root, set_attrs=True, filter=_host_safe)
+    else:  # Python < 3.10.12: no filters, the same rule by hand
+        member.mode &= 0o777
+        member.uid = member.gid = -1
+        member.uname = member.gname = ""
         archive.extract(member, root, set_attrs=True)

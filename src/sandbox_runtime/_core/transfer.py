@@ -27,7 +27,7 @@ from typing import BinaryIO, Protocol
 from sandbox_runtime._core import archive as _archive
 from sandbox_runtime._core.request import ExecRequest
 from sandbox_runtime._core.results import ExecResult
-from sandbox_runtime.errors import BackendError, SandboxFileNotFoundError
+from sandbox_runtime.errors import BackendError, SandboxError, SandboxFileNotFoundError
 
 __all__ = ["CHUNK", "Primitives", "copy_in", "copy_out", "unpack"]
 
@@ -176,6 +176,14 @@ def unpack(spool: BinaryIO, source: str, host: Path) -> None:
     if first.isdir():
         _archive.extract(spool, host, strip_top=top)
         return
+    if first.issym():
+        # Following it here would read whatever the link names on the host's side of the
+        # copy; the sandbox's own target is what the caller can download instead.
+        raise SandboxError(
+            f"{source} is a symbolic link (to {first.linkname}): download what it points to"
+        )
+    if not first.isreg():
+        raise SandboxError(f"{source} is not a regular file or a directory")
     with tarfile.open(fileobj=spool, mode="r:") as archive:
         member = archive.next()
         content = archive.extractfile(member) if member is not None else None

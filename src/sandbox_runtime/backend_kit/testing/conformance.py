@@ -30,6 +30,7 @@ from sandbox_runtime import (
     PathEscapeError,
     SandboxClosedError,
     SandboxConfig,
+    SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxIsADirectoryError,
@@ -410,6 +411,34 @@ class SandboxConformance:
             "0",
             "",
         )
+
+    def test_download_keeps_nothing_that_gains_privileges(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        # The sandbox as the adversary: a setuid copy of its shell, a raw disk node and a
+        # FIFO (where its user may make them), a link out to /etc, a hard link.
+        sandbox.exec(
+            "mkdir -p evil && cp /bin/sh evil/sh && chmod 4755 evil/sh && ln evil/sh evil/sh2"
+            " && ln -s /etc evil/etc && echo data > evil/data && chmod 6644 evil/data",
+            check=True,
+        )
+        sandbox.exec("mknod evil/loop b 7 0 && chmod 666 evil/loop; mkfifo evil/fifo")
+        back = tmp_path / "back"
+        sandbox.download("evil", back)
+        assert sorted(p.name for p in back.iterdir()) == ["data", "etc", "sh", "sh2"]
+        assert (back / "sh").stat().st_mode & 0o7777 == 0o755
+        assert (back / "data").stat().st_mode & 0o7777 == 0o644
+        assert os.readlink(back / "etc") == "/etc"  # kept as a link, never followed
+        for name in ("sh", "data"):
+            assert (back / name).stat().st_uid == os.getuid()
+
+    def test_download_of_a_symlink_is_a_sandbox_error(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        sandbox.exec("ln -s /etc evil-link", check=True)
+        with pytest.raises(SandboxError):  # a link out of the sandbox: which error is the backend's
+            sandbox.download("evil-link", tmp_path / "copy")
+        assert not (tmp_path / "copy").exists()
 
     def test_upload_and_download_file(self, sandbox: SandboxRuntime, tmp_path: Path) -> None:
         source = tmp_path / "tool.sh"
