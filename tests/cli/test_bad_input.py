@@ -58,6 +58,7 @@ def _no_sandbox_left(tmp_path: Path) -> None:
         (["run", "bundled", "--price", "cheap"], "expected RATE or BACKEND=RATE"),
         (["run", "bundled", "--price", "ags=-1"], "a price cannot be negative"),
         (["replay", "no-such.jsonl"], "cannot read no-such.jsonl"),
+        (["reap", "--backend", "dockr"], "no sandbox backend named 'dockr'"),
     ],
 )
 def test_bad_flags_fail_up_front_in_one_line(

@@ -7,10 +7,9 @@ import json
 import sys
 from typing import Any
 
-from sandbox_runtime._core.registry import list_backends, load_backend
-from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime import SandboxRuntime, list_backends, load_backend
 from sandbox_runtime.cli._args import backend_options, positive_float
-from sandbox_runtime.errors import ConfigError, SandboxError
+from sandbox_runtime.errors import BackendNotFoundError, ConfigError, SandboxError
 
 __all__ = ["register"]
 
@@ -93,6 +92,8 @@ def _backends(args: argparse.Namespace) -> int:
 
 def _reap(args: argparse.Namespace) -> int:
     names = args.backends or [info.name for info in list_backends()]
+    for name in args.backends or ():
+        _known_backend(name)  # a misspelt name is the user's to fix, before anything is removed
     report: list[dict[str, str]] = []
     failed = False
     for name in names:
@@ -115,6 +116,20 @@ def _reap(args: argparse.Namespace) -> int:
             print(f"{verb} {row['backend']} {_short_id(row['id'])} ({row['reason']})")
         print(f"{len(report)} sandbox(es) {verb}")
     return 1 if failed else 0
+
+
+def _known_backend(name: str) -> None:
+    """Raise :class:`BackendNotFoundError` (a usage error) for a name nothing provides.
+
+    A backend that exists but cannot load here (a missing extra) is not a usage error: the
+    reap reports it with the others and exits 1.
+    """
+    try:
+        load_backend(name)
+    except BackendNotFoundError:
+        raise
+    except SandboxError:
+        pass
 
 
 def _short_id(sandbox_id: str) -> str:
