@@ -138,3 +138,18 @@ def test_wrong_api_key_and_template(emulator: AgsEmulator) -> None:
         )
     with pytest.raises(e2b.SandboxException, match="404"):
         Sandbox.create(template="no-such-tool", **_opts(emulator))
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_a_killed_command_is_gone_when_kill_returns(sandbox: Sandbox, pty: bool) -> None:
+    # envd answers a SIGKILL once the process is reaped: a check right after never finds a
+    # zombie still holding the pid (e2b's own test_kill_pty did, 2 times in 11).
+    for _ in range(12):
+        if pty:
+            pid = sandbox.pty.create(e2b.PtySize(rows=24, cols=80)).pid
+            assert sandbox.pty.kill(pid)
+        else:
+            pid = sandbox.commands.run("sleep 600", background=True).pid
+            assert sandbox.commands.kill(pid)
+        probe = sandbox.commands.run(f"kill -0 {pid} 2>/dev/null; echo $?")
+        assert probe.stdout.strip() == "1", f"pid {pid} still there after kill"

@@ -40,6 +40,9 @@ CHUNK = 32 * 1024
 # After the process exits, children it left behind may hold the pipes open forever; what
 # they print later is not the process's output, so reading stops shortly after the exit.
 _DRAIN_AFTER_EXIT = 0.05
+#: How long a SIGKILL's answer waits for the process to be reaped (one in uninterruptible
+#: sleep may take longer; the answer then comes without it).
+_REAPED_WITHIN = 2.0
 _READS_PER_WAKEUP = 8
 _SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM, 9: 9, 15: 15}
 
@@ -107,6 +110,10 @@ class ManagedProcess:
     end: Event | None = None
     stdin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    exited: asyncio.Future[int] | None = None
+    """Settled with the return code once the process is reaped (made when it starts)."""
+    supervisor: asyncio.Task[None] | None = None
+    """The task that follows the process to its end (held so it is not collected)."""
 
     def subscribe(self) -> asyncio.Queue[Event | None]:
         """A queue receiving every event from now on, then ``None``."""
@@ -228,13 +235,15 @@ class ProcessManager:
         )
         queue = proc.subscribe()
         self._processes[proc.pid] = proc
-        asyncio.get_running_loop().create_task(self._supervise(proc, timeout))
+        loop = asyncio.get_running_loop()
+        proc.exited = loop.create_future()
+        proc.supervisor = loop.create_task(self._supervise(proc, proc.exited, timeout))
         return proc, queue
 
-    async def _supervise(self, proc: ManagedProcess, timeout: float | None) -> None:
+    async def _supervise(
+        self, proc: ManagedProcess, exited: asyncio.Future[int], timeout: float | None
+    ) -> None:
         loop = asyncio.get_running_loop()
-        exited: asyncio.Future[int] = loop.create_future()
-
         _watch_exit(loop, proc.popen, exited)
         if proc.tty is not None:
             readers = [loop.create_task(self._pump(proc, proc.tty, "pty"))]
@@ -360,14 +369,22 @@ class ProcessManager:
                 with contextlib.suppress(OSError):
                     proc.popen.stdin.close()
 
-    def send_signal(self, selector: dict[str, Any], name: Any) -> None:
-        """Send SIGKILL or SIGTERM to the process (its pid only, as envd does)."""
+    async def send_signal(self, selector: dict[str, Any], name: Any) -> None:
+        """Send SIGKILL or SIGTERM to the process (its pid only, as envd does).
+
+        A SIGKILL is answered once the process is reaped (at most
+        :data:`_REAPED_WITHIN` later), so a client that checks right after (``kill -0``)
+        sees it gone rather than a zombie about to be collected.
+        """
         proc = self.find(selector)
         signum = _SIGNALS.get(name)
         if signum is None:
             raise ConnectError("invalid_argument", f"invalid signal: {name}")
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signum)
+        if signum == signal.SIGKILL and proc.exited is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.exited), _REAPED_WITHIN)
 
     def kill_all(self) -> None:
         """SIGKILL every process (envd shutting down)."""

@@ -330,7 +330,7 @@ class EnvdApp:
         elif rpc == "CloseStdin":
             await self.processes.close_stdin(body.get("process") or {})
         elif rpc == "SendSignal":
-            self.processes.send_signal(body.get("process") or {}, body.get("signal"))
+            await self.processes.send_signal(body.get("process") or {}, body.get("signal"))
         elif rpc == "Update":
             if body.get("pty"):
                 self.processes.resize(body.get("process") or {}, body["pty"])
