@@ -185,3 +185,12 @@ def test_the_agent_answers_only_its_token(docker_image: str) -> None:
             "401",
         ]
         assert target.exec("echo still mine").stdout == "still mine\n"
+
+
+def test_five_hundred_background_commands_started_at_once_all_run(docker_image: str) -> None:
+    # Each background command starts on a connection of its own; the agent's listen backlog
+    # must hold a burst of them (asyncio's default of 100 reset 66 of 500 here).
+    with SandboxRuntime(_config(docker_image, "on")) as sandbox:
+        handles = [sandbox.exec_background(f"sleep 2; echo {i}") for i in range(500)]
+        outputs = [handle.wait(timeout=120).stdout for handle in handles]
+    assert outputs == [f"{i}\n" for i in range(500)]

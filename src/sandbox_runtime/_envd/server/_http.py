@@ -31,6 +31,10 @@ _MAX_HEADER_BYTES = 64 * 1024
 # The reader's buffer, and so how much of a request body one wakeup can take in: a small one
 # turns a 1 MB upload into dozens of pause-and-resume cycles of the transport.
 _STREAM_LIMIT = 4 * 1024 * 1024
+#: Connections the kernel queues before the accept loop takes them (clamped to
+#: net.core.somaxconn).  asyncio's default of 100 reset 66 of 500 background commands
+#: started at once by one client, each on a connection of its own.
+_BACKLOG = 4096
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -294,7 +298,7 @@ async def serve(
         finally:
             connections.discard(task)
 
-    server = await asyncio.start_server(handle, host, port, limit=_STREAM_LIMIT)
+    server = await asyncio.start_server(handle, host, port, limit=_STREAM_LIMIT, backlog=_BACKLOG)
     bound = server.sockets[0].getsockname()[1]
     if on_ready is not None:
         on_ready(int(bound))
