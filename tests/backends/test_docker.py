@@ -318,3 +318,18 @@ def test_timeout_kills_a_command_that_replaced_its_shell(docker_image: str) -> N
         time.sleep(3)
         assert not sandbox.exists("escaped")
         assert "sleep 60" not in sandbox.exec("ps -eo args").stdout
+
+
+def test_a_privileged_container_either_runs_or_says_why_not(docker_image: str) -> None:
+    # Where the host withholds the capabilities (this one does), runc refuses the container
+    # and auto-remove deletes it; a retry then met "No such container", hiding the reason.
+    config = SandboxConfig(backend="docker", image=docker_image, options={"privileged": True})
+    why_not = ""
+    try:
+        with SandboxRuntime(config) as sandbox:
+            assert sandbox.exec("echo ok").stdout == "ok\n"
+    except SandboxStartError as refused:
+        why_not = str(refused)
+    if why_not:
+        assert "No such container" not in why_not
+        assert "OCI runtime" in why_not

@@ -64,7 +64,16 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from ._client import docker, engine_client, explain, is_gone, requests, retryable, status_code
+from ._client import (
+    docker,
+    engine_client,
+    explain,
+    is_gone,
+    requests,
+    retryable,
+    start_retryable,
+    status_code,
+)
 from ._exec import STDERR, STDOUT, ExecOutcome, ExecStream
 from ._options import DockerOptions
 
@@ -154,7 +163,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
                 self._pull()
                 container = self._create(api, agent)
             self._container = container
-            self._call("start container", lambda: api.start(container))
+            call_with_retries(
+                lambda: api.start(container), start_retryable, description="start container"
+            )
             if agent:
                 link = self._start_agent(container)
                 if self.options.agent == "on":

@@ -20,7 +20,16 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
         "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'"
     ) from exc
 
-__all__ = ["docker", "engine_client", "explain", "is_gone", "requests", "retryable", "status_code"]
+__all__ = [
+    "docker",
+    "engine_client",
+    "explain",
+    "is_gone",
+    "requests",
+    "retryable",
+    "start_retryable",
+    "status_code",
+]
 
 _clients: dict[tuple[str | None, str, float, int], Any] = {}
 _clients_lock = threading.Lock()
@@ -61,6 +70,19 @@ def retryable(exc: BaseException) -> bool:
         return True
     status = status_code(exc)
     return status is not None and status >= 500 and not is_gone(exc)
+
+
+def start_retryable(exc: BaseException) -> bool:
+    """:func:`retryable`, less the OCI runtime's refusals, which no retry changes.
+
+    A runtime that cannot create the container (capabilities a privileged container needs
+    and this host withholds, a seccomp profile, a missing command) answers 500 like a
+    passing engine fault; and with auto-remove on, the failed container is gone by the next
+    attempt, whose "No such container" would hide the reason.
+    """
+    text = explain(exc)
+    refused = "OCI runtime" in text or "failed to create shim" in text
+    return retryable(exc) and not refused
 
 
 def explain(exc: BaseException) -> str:
