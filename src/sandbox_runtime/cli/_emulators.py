@@ -12,7 +12,8 @@ says in one line what to install, with exit code 2.
 from __future__ import annotations
 
 import argparse
-from importlib.metadata import entry_points
+import functools
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from sandbox_runtime.errors import ConfigError
@@ -29,7 +30,8 @@ _TITLES = {"ags": "AGS", "kubernetes": "Kubernetes"}
 
 def add_emulator_command(commands: Any, service: str) -> None:
     """Add ``emulator`` for ``service`` to a group's subcommands, or a hint when it is absent."""
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=service):
+    entry_point = _installed().get(service)
+    if entry_point is not None:
         entry_point.load()(commands)
         return
     title = _TITLES.get(service, service)
@@ -40,6 +42,12 @@ def add_emulator_command(commands: Any, service: str) -> None:
     )
     placeholder.add_argument("arguments", nargs=argparse.REMAINDER)
     placeholder.set_defaults(handler=_missing(title), accepts_any_arguments=True)
+
+
+@functools.cache
+def _installed() -> dict[str, EntryPoint]:
+    """The emulators' commands by service: one scan of the installed metadata per process."""
+    return {entry_point.name: entry_point for entry_point in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def _missing(title: str) -> Any:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
 
 from sandbox_runtime import SandboxRuntime, list_backends, load_backend
 from sandbox_runtime.cli._args import backend_options, positive_float
-from sandbox_runtime.errors import BackendNotFoundError, ConfigError, SandboxError
+from sandbox_runtime.errors import BackendUnavailableError, ConfigError, SandboxError
 
 __all__ = ["register"]
 
@@ -119,17 +120,13 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _known_backend(name: str) -> None:
-    """Raise :class:`BackendNotFoundError` (a usage error) for a name nothing provides.
+    """Raise ``BackendNotFoundError`` (a usage error) for a name nothing provides.
 
     A backend that exists but cannot load here (a missing extra) is not a usage error: the
     reap reports it with the others and exits 1.
     """
-    try:
-        load_backend(name)
-    except BackendNotFoundError:
-        raise
-    except SandboxError:
-        pass
+    with contextlib.suppress(BackendUnavailableError):
+        load_backend(name)  # the registry caches the class for the reap itself
 
 
 def _short_id(sandbox_id: str) -> str:
