@@ -105,7 +105,9 @@ def rllm_eval(
         command += ["--task-indices", indices]
     log = out.with_suffix(".log")
     with log.open("w") as sink:
-        process = subprocess.Popen(command, env={**os.environ, **env}, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=sink, stderr=subprocess.STDOUT
+        )
         if watch is not None:
             threading.Thread(target=watch, args=(process.pid,), daemon=True).start()
         process.wait()
@@ -116,7 +118,9 @@ def rllm_eval(
     return result
 
 
-def kill_grading_sandbox(backend: str, options: dict[str, Any], env: dict[str, str], pid: int, killed: list[str]) -> None:
+def kill_grading_sandbox(
+    backend: str, options: dict[str, Any], env: dict[str, str], pid: int, killed: list[str]
+) -> None:
     """Stop the second sandbox the ``rllm eval`` process ``pid`` starts (the grading one).
 
     The kill run evaluates one task: its flow's sandbox is closed before the evaluator opens
@@ -160,8 +164,9 @@ def check_backend(name: str, tasks: list[Any], workdir: Path, indices: str | Non
                 result = rllm_eval(bench, url, env, workdir / f"{name}-{mode}.json", indices)
             rewards = [item["reward"] for item in result["items"]]
             ok = result["errors"] == 0 and rewards and all(r == expected for r in rewards)
-            print(f"{name:10s} {mode}: rewards={rewards} errors={result['errors']} -> {'ok' if ok else 'FAIL'}", flush=True)
-            print(f"  {result['command']}", flush=True)
+            verdict = "ok" if ok else "FAIL"
+            print(f"{name:10s} {mode}: rewards={rewards} errors={result['errors']} -> {verdict}")
+            print(f"  {result['command']}")
             if not ok:
                 failures.append(f"{name} {mode}")
         # Kill the grading sandbox of one task while the evaluator uses it.
@@ -173,7 +178,10 @@ def check_backend(name: str, tasks: list[Any], workdir: Path, indices: str | Non
             )  # fmt: skip
         item = result["items"][0]
         ok = bool(killed) and item["error"] is not None and result["errors"] == 1
-        print(f"{name:10s} kill during grading: killed={killed} reward={item['reward']} error={item['error']!r} -> {'ok' if ok else 'FAIL'}", flush=True)
+        verdict = "ok" if ok else "FAIL"
+        print(
+            f"{name:10s} kill during grading: killed={killed} error={item['error']!r} -> {verdict}"
+        )
         if not ok:
             failures.append(f"{name} kill")
     return failures
@@ -182,9 +190,12 @@ def check_backend(name: str, tasks: list[Any], workdir: Path, indices: str | Non
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="docker,local,kubernetes,ags")
-    parser.add_argument("--task-indices", default=None, help="rllm eval --task-indices (default: all)")
+    parser.add_argument(
+        "--task-indices", default=None, help="rllm eval --task-indices (default: all)"
+    )
     parser.add_argument("--workdir", default=None, help="keep benchmarks, results and logs here")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     tasks = read_rows(load_rows("bundled")).tasks
     commit = os.environ.get("RLLM_COMMIT", "unknown")
     print(f"rLLM {commit}; {len(tasks)} bundled tasks; python {sys.version.split()[0]}", flush=True)

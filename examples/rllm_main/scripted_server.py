@@ -31,7 +31,9 @@ FINISH = "<function=finish>\n</function>"
 
 def gold_patches() -> dict[str, str]:
     """Issue text -> reference fix, for every bundled task."""
-    return {issue_text(task).strip(): task.gold_patch for task in read_rows(load_rows("bundled")).tasks}
+    return {
+        issue_text(task).strip(): task.gold_patch for task in read_rows(load_rows("bundled")).tasks
+    }
 
 
 def reply_for(messages: list[dict[str, Any]], mode: str, patches: dict[str, str]) -> str:
@@ -54,6 +56,16 @@ def serve(mode: str, port: int) -> None:
     patches = gold_patches()
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            # rLLM's gateway probes GET <worker>/health every 10 s and stops routing to a
+            # worker that fails it; /v1/models is what OpenAI clients list.
+            payload = json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             text = reply_for(body.get("messages", []), mode, patches)

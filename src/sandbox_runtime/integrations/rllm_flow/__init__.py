@@ -1,4 +1,4 @@
-"""rLLM main's plugin points: an ``AgentFlow`` and an ``Evaluator`` for SWE tasks.
+r"""rLLM main's plugin points: an ``AgentFlow`` and an ``Evaluator`` for SWE tasks.
 
 Registered by this package's entry points as ``sandbox-runtime-swe`` in the ``rllm.agents``
 and ``rllm.evaluators`` groups, so after ``pip install`` of this project beside rLLM main::
@@ -25,4 +25,11 @@ from sandbox_runtime.integrations.rllm_flow.evaluator import SWEEvaluator
 from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, SWEFlow
 from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolve_settings
 
-__all__ = ["FLOW_NAME", "FlowSettings", "SWEEvaluator", "SWEFlow", "resolve_settings", "write_benchmark"]
+__all__ = [
+    "FLOW_NAME",
+    "FlowSettings",
+    "SWEEvaluator",
+    "SWEFlow",
+    "resolve_settings",
+    "write_benchmark",
+]

@@ -70,8 +70,6 @@ class SWEEvaluator:
 
     def evaluate(self, task: Any, episode: Any) -> Any:
         """Grade the episode's diff; raises ``GradingError`` when the tests gave no verdict."""
-        from rllm.eval.types import EvalOutput, Signal
-
         row = task_row(task)
         settings = resolve_settings(row)
         swe = swe_task(row)
@@ -79,6 +77,8 @@ class SWEEvaluator:
         began = time.monotonic()
         result = grade_patch(swe, patch, settings)
         reward = result.reward_or_raise()
+        from rllm.eval.types import EvalOutput, Signal
+
         return EvalOutput(
             reward=reward,
             is_correct=reward >= 1.0,

@@ -43,7 +43,7 @@ from sandbox_runtime.integrations.rllm_flow.settings import (
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.task import Task as SWETask
 
-__all__ = ["FLOW_NAME", "SWEFlow", "task_row", "swe_task"]
+__all__ = ["FLOW_NAME", "SWEFlow", "swe_task", "task_row"]
 
 logger = logging.getLogger("sandbox_runtime.integrations")
 
@@ -65,7 +65,7 @@ def task_row(task: Any) -> dict[str, Any]:
 
 
 def swe_task(row: Mapping[str, Any]) -> SWETask:
-    """This library's task for a row, without the keys rLLM and this flow add."""
+    """The library's task for a row, without the keys rLLM and this flow add."""
     plain = {key: value for key, value in row.items() if key not in _RLLM_ROW_KEYS}
     return parse_row(plain, index=str(row.get("id", "row")))
 
@@ -104,8 +104,9 @@ class OpenAIChat:
             self.extra["max_tokens"] = settings.max_tokens
 
     def __call__(self, messages: list[dict[str, Any]]) -> Reply:
+        sent: Any = messages  # plain dicts: the client's message TypedDicts, unchecked
         response = self.client.chat.completions.create(
-            model=self.model, messages=messages, **self.extra
+            model=self.model, messages=sent, **self.extra
         )
         message = response.choices[0].message
         kept: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
@@ -119,7 +120,7 @@ class OpenAIChat:
 
 
 def to_episode(result: LoopResult, task: SWETask, settings: FlowSettings) -> Any:
-    """rLLM's ``Episode`` for a finished loop (imports rLLM: call only where it is installed)."""
+    """RLLM's ``Episode`` for a finished loop (imports rLLM: call only where it is installed)."""
     from rllm.types import Episode, Step, Trajectory
     from rllm.workflows.workflow import TerminationReason
 
@@ -161,7 +162,7 @@ class SWEFlow:
     llm_inside_env = False
 
     def configure(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """rLLM's CLI hands over its sandbox flags here; this flow takes none of them."""
+        """RLLM's CLI hands over its sandbox flags here; this flow takes none of them."""
         if metadata.get("sandbox_backend"):
             raise ConfigError(
                 f"{FLOW_NAME} does not use --sandbox-backend (rLLM's own sandboxes); "

@@ -21,7 +21,7 @@ from typing import Any
 from sandbox_runtime.integrations.rllm.env import SWEEnv
 from sandbox_runtime.swe.parquet import issue_text
 
-__all__ = ["SYSTEM_PROMPT", "Reply", "Turn", "LoopResult", "run_loop", "first_message"]
+__all__ = ["SYSTEM_PROMPT", "LoopResult", "Reply", "Turn", "first_message", "run_loop"]
 
 SYSTEM_PROMPT = """You are a software engineer fixing an issue in a repository inside a sandbox.
 Work in steps. In every reply call exactly one tool, written as

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -77,10 +77,15 @@ def _read_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{CONFIG_ENV}={path}: cannot read it: {exc}") from exc
+    kind = "JSON" if path.suffix == ".json" else "TOML"
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
     try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError is a ValueError
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the settings must be an object of keys")
     return data
