@@ -3,7 +3,7 @@
 GPU-only for the verl backend (tinker and fireworks are remote services).  From a venv with
 rLLM main (``[verl]`` extra for verl) and this project installed (docs/rllm-main.md)::
 
-    python examples/rllm_main/train.py rllm/backend=verl \\
+    python examples/rllm_main/train_swe.py rllm/backend=verl \\
         +rows=bundled +backend=docker \\
         rllm.compact_filtering.enable=true rllm.compact_filtering.mask_error=true \\
         rllm.workflow.raise_on_error=false \\
@@ -43,7 +43,7 @@ def rows(config: DictConfig) -> list[dict[str, Any]]:
     return [benchmark_row(task, settings) for task in read.tasks]
 
 
-@hydra.main(config_path="pkg://rllm.trainer.config", config_name="unified", version_base=None)
+@hydra.main(config_path="pkg://rllm.trainer.config", config_name="unified", version_base=None)  # type: ignore[untyped-decorator,unused-ignore]
 def main(config: DictConfig) -> None:
     data = rows(config)
     trainer = AgentTrainer(
