@@ -20,7 +20,8 @@ without it.  See docs/rllm-main.md.
 
 from __future__ import annotations
 
-from sandbox_runtime.integrations.rllm_flow.benchmark import write_benchmark
+from typing import TYPE_CHECKING, Any
+
 from sandbox_runtime.integrations.rllm_flow.evaluator import SWEEvaluator
 from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, SWEFlow
 from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolve_settings
@@ -33,3 +34,16 @@ __all__ = [
     "resolve_settings",
     "write_benchmark",
 ]
+
+if TYPE_CHECKING:
+    from sandbox_runtime.integrations.rllm_flow.benchmark import write_benchmark
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on use, so ``python -m sandbox_runtime.integrations.rllm_flow.benchmark`` runs
+    # the module once (not also as an attribute of the package).
+    if name == "write_benchmark":
+        from sandbox_runtime.integrations.rllm_flow.benchmark import write_benchmark
+
+        return write_benchmark
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
