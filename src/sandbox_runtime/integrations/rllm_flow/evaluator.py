@@ -1,0 +1,91 @@
+"""``SWEEvaluator``: rLLM main's ``Evaluator`` that grades an episode's diff by the task's tests.
+
+rLLM's engine calls ``evaluate(task, episode)`` after the flow has returned, so the flow's
+sandbox is gone by then; the evaluator grades the way the SWE-bench harness does: a fresh
+sandbox from the task's image, readied for the task, the episode's diff applied, the task's
+own tests run (``grade_in=fresh`` of :mod:`sandbox_runtime.swe.isolation`).  The diff comes
+from ``episode.artifacts["patch"]`` (where :class:`~sandbox_runtime.integrations.rllm_flow.
+flow.SWEFlow` puts it; any flow that does the same can be graded).
+
+A reward is 1.0 or 0.0 only when the tests gave a verdict (a diff that does not apply is a 0,
+as in the harness).  When they gave none (the grading sandbox would not start, was killed,
+the backend failed, the tests timed out) ``evaluate`` raises
+:class:`~sandbox_runtime.swe.grading.GradingError`: rLLM's engine catches it, retries the
+rollout ``retry_limit`` times, and records an ERROR episode (``rllm eval`` counts it under
+Errors; rLLM's trainer masks it with ``rllm.compact_filtering.enable=true`` and
+``mask_error=true``, or stops when ``rllm.workflow.raise_on_error`` is true, its default).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, swe_task, task_row
+from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolve_settings
+from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.isolation import grade_fresh
+from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.task import Task as SWETask
+
+__all__ = ["SWEEvaluator", "episode_patch", "grade_patch"]
+
+
+def episode_patch(episode: Any) -> str:
+    """The diff the flow left on the episode (``artifacts["patch"]``, else its trajectory's)."""
+    artifacts = getattr(episode, "artifacts", None) or {}
+    if isinstance(artifacts.get("patch"), str):
+        return str(artifacts["patch"])
+    for trajectory in getattr(episode, "trajectories", None) or []:
+        patch = (getattr(trajectory, "metadata", None) or {}).get("patch")
+        if isinstance(patch, str):
+            return patch
+    raise ConfigError(
+        f"{FLOW_NAME} evaluator: the episode carries no diff (artifacts['patch']); "
+        f"grade episodes of the {FLOW_NAME} agent, or of a flow that sets it"
+    )
+
+
+def grade_patch(task: SWETask, patch: str, settings: FlowSettings) -> GradeResult:
+    """Grade ``patch`` in a fresh sandbox on the configured backend (never raises for faults)."""
+    options = RunOptions(
+        backend=settings.backend,
+        step_timeout=settings.step_timeout,
+        test_timeout=settings.reward_timeout,
+        base_image=settings.base_image,
+        backend_options=dict(settings.backend_options),
+    )
+    sandbox = SandboxRuntime(task_sandbox_config(task, options))
+    result = grade_fresh(task, sandbox, patch, timeout=settings.reward_timeout)
+    result.grade_in = "fresh"
+    return result
+
+
+class SWEEvaluator:
+    """rLLM ``Evaluator``: 1.0 / 0.0 from the task's own tests, an exception without a verdict."""
+
+    name = FLOW_NAME
+
+    def evaluate(self, task: Any, episode: Any) -> Any:
+        """Grade the episode's diff; raises ``GradingError`` when the tests gave no verdict."""
+        row = task_row(task)
+        settings = resolve_settings(row)
+        swe = swe_task(row)
+        patch = episode_patch(episode)
+        began = time.monotonic()
+        result = grade_patch(swe, patch, settings)
+        reward = result.reward_or_raise()
+        from rllm.eval.types import EvalOutput, Signal
+
+        return EvalOutput(
+            reward=reward,
+            is_correct=reward >= 1.0,
+            signals=[Signal(name="resolved", value=reward)],
+            metadata={
+                "grading_seconds": round(time.monotonic() - began, 3),
+                "grading_reason": result.reason[:500],
+                "grade_in": result.grade_in,
+            },
+        )

@@ -1,0 +1,287 @@
+"""rLLM main's plugins (``sandbox-runtime-swe``): the flow's loop, its settings, the evaluator.
+
+rLLM main is not on PyPI and CI cannot reach GitHub, so these tests check the contract
+without it: the entry points the package declares, the settings' sources and errors, the
+tool loop through the real ``openai`` client against a scripted server, grading by the
+task's own tests (1 for the fix, 0 for nothing, an exception when the sandbox dies), and that
+nothing imports rLLM at import time.  Where rLLM is importable (the venv of
+examples/rllm_main/check.py) the last tests run the flow and evaluator through rLLM's own
+loaders and ``AgentFlowEngine``.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.integrations.rllm_flow import FLOW_NAME, SWEEvaluator, SWEFlow, write_benchmark
+from sandbox_runtime.integrations.rllm_flow.evaluator import episode_patch, grade_patch
+from sandbox_runtime.integrations.rllm_flow.flow import OpenAIChat, open_env, swe_task
+from sandbox_runtime.integrations.rllm_flow.loop import Reply, run_loop
+from sandbox_runtime.integrations.rllm_flow.settings import (
+    BACKEND_ENV,
+    BACKEND_OPTIONS_ENV,
+    CONFIG_ENV,
+    FlowSettings,
+    resolve_settings,
+)
+from sandbox_runtime.swe import Task
+from sandbox_runtime.swe.grading import GradingError
+from tests.swe.conftest import task_named
+from tests.swe.fake_chat import FakeChat
+
+tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gold_reply(task: Task) -> str:
+    encoded = base64.b64encode(task.gold_patch.encode()).decode()
+    return (
+        "Fixing.\n<function=execute_bash>\n"
+        f"<parameter=cmd>echo {encoded} | base64 -d | patch -p1</parameter>\n</function>"
+    )
+
+
+FINISH = "<function=finish>\n</function>"
+
+
+def test_the_entry_points_name_the_flow_and_the_evaluator() -> None:
+    """rLLM's loaders look up ``rllm.agents`` / ``rllm.evaluators`` by name and instantiate."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert project["rllm.agents"] == {
+        FLOW_NAME: "sandbox_runtime.integrations.rllm_flow.flow:SWEFlow"
+    }
+    assert project["rllm.evaluators"] == {
+        FLOW_NAME: "sandbox_runtime.integrations.rllm_flow.evaluator:SWEEvaluator"
+    }
+    flow, evaluator = SWEFlow(), SWEEvaluator()  # no-argument construction, as rLLM does
+    assert callable(flow.run)
+    assert callable(evaluator.evaluate)
+    # Host-side: rLLM's hooks provision nothing and the gateway URL stays local (no tunnel).
+    assert flow.needs_env is False
+    assert flow.llm_inside_env is False
+
+
+def test_the_library_does_not_import_rllm_and_the_plugins_import_it_late() -> None:
+    """Outside ``integrations`` nothing imports rLLM; the plugins import it inside functions."""
+    code = (
+        "import sys, sandbox_runtime, sandbox_runtime.swe, sandbox_runtime.cli; "
+        "print(any(n == 'rllm' or n.startswith('rllm.') for n in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    package = ROOT / "src" / "sandbox_runtime" / "integrations" / "rllm_flow"
+    for module in package.glob("*.py"):
+        for node in ast.parse(module.read_text()).body:  # module level only
+            names = (
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )  # fmt: skip
+            assert not any(name.split(".")[0] == "rllm" for name in names), module.name
+
+
+def test_settings_come_from_file_then_environment_then_row(tmp_path: Path) -> None:
+    config = tmp_path / "flow.toml"
+    config.write_text('backend = "kubernetes"\nmax_steps = 7\n[backend_options]\nnamespace = "a"\n')
+    environ = {CONFIG_ENV: str(config)}
+    assert resolve_settings({}, environ).model_dump(include={"backend", "max_steps"}) == {
+        "backend": "kubernetes",
+        "max_steps": 7,
+    }
+    environ |= {BACKEND_ENV: "ags", BACKEND_OPTIONS_ENV: '{"tool_name": "swe"}'}
+    settings = resolve_settings({}, environ)
+    assert (settings.backend, settings.backend_options, settings.max_steps) == (
+        "ags",
+        {"tool_name": "swe"},
+        7,
+    )
+    row = {"sandbox_runtime": {"backend": "local", "backend_options": {"isolation": "namespace"}}}
+    settings = resolve_settings(row, environ)
+    assert (settings.backend, settings.backend_options) == ("local", {"isolation": "namespace"})
+    assert resolve_settings({}, {}).backend == "docker"
+
+
+def test_bad_settings_are_one_line_errors_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"task row field 'sandbox_runtime'.*field 'max_steps'"):
+        resolve_settings({"sandbox_runtime": {"max_steps": 0}}, {})
+    with pytest.raises(ConfigError, match=r"field 'bakend'"):
+        resolve_settings({"sandbox_runtime": {"bakend": "docker"}}, {})
+    with pytest.raises(ConfigError, match=BACKEND_OPTIONS_ENV):
+        resolve_settings({}, {BACKEND_OPTIONS_ENV: "[1]"})
+    broken = tmp_path / "flow.toml"
+    broken.write_text("backend = \n")
+    with pytest.raises(ConfigError, match=r"flow\.toml: not valid TOML"):
+        resolve_settings({}, {CONFIG_ENV: str(broken)})
+
+
+def test_rllm_sandbox_flags_are_refused_not_ignored() -> None:
+    """rLLM's --sandbox-backend names rLLM's sandboxes (and may start a tunnel): not ours."""
+    flow = SWEFlow()
+    with pytest.raises(ConfigError, match=BACKEND_ENV):
+        flow.configure({"sandbox_backend": "docker"})
+    assert flow.configure({"sandbox_concurrency": 4}) == {}
+
+
+def test_benchmark_rows_read_back_as_the_same_tasks(
+    bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    data = write_benchmark(tmp_path / "bench", bundled_tasks, settings={"backend": "local"})
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    assert len(rows) == len(bundled_tasks)
+    toml = tomllib.loads((tmp_path / "bench" / "dataset.toml").read_text())["dataset"]
+    assert toml["type"] == "simple"
+    assert toml["default_agent"] == FLOW_NAME
+    for row, task in zip(rows, bundled_tasks, strict=True):
+        assert row["id"] == task.task_id
+        assert row["sandbox_runtime"] == {"backend": "local"}
+        assert swe_task(row) == task
+        assert resolve_settings(row, {}).backend == "local"
+
+
+def _chat_replies(texts: list[str]) -> FakeChat:
+    return FakeChat([{"role": "assistant", "content": text} for text in texts])
+
+
+@pytest.mark.parametrize(("script", "expected"), [("gold", 1.0), ("null", 0.0)])
+def test_the_loop_through_the_openai_client_then_grading(
+    bundled_tasks: list[Task], script: str, expected: float
+) -> None:
+    """Text protocol in, R2E-Gym frames out; the diff graded fresh by the task's tests."""
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    settings = FlowSettings(backend="local", tools="builtin")
+    replies = [_gold_reply(task), FINISH] if script == "gold" else ["Let me think.", FINISH]
+    with _chat_replies(replies) as server:
+        chat = OpenAIChat(server.url, "scripted", settings)
+        with open_env(task, settings) as env:
+            env.reset()
+            result = run_loop(env, chat, max_steps=5)
+        chat.close()
+    assert result.stop_reason == "submitted"
+    assert len(result.turns) == 2
+    first_request = server.requests[0]["messages"]
+    assert first_request[1]["content"].startswith("The repository is at /testbed")
+    if script == "gold":
+        assert "Exit code: 0" in result.turns[0].observation
+        assert result.patch.strip()
+    else:  # a reply with no tool call costs a step and gets the reminder
+        assert "called no tool" in result.turns[0].observation
+        assert result.patch == ""
+    assert result.turns[-1].done
+    graded = grade_patch(task, result.patch, settings)
+    assert graded.reward == expected
+    assert graded.grade_in == "fresh"
+
+
+def test_the_loop_stops_at_max_steps(bundled_tasks: list[Task]) -> None:
+    task = task_named(bundled_tasks, "pager", "swebench")
+    settings = FlowSettings(backend="local", tools="builtin")
+    calls: list[int] = []
+
+    def chat(messages: list[dict[str, Any]]) -> Reply:
+        calls.append(len(messages))
+        return Reply("<function=execute_bash>\n<parameter=cmd>ls</parameter>\n</function>")
+
+    with open_env(task, settings) as env:
+        env.reset()
+        result = run_loop(env, chat, max_steps=3)
+    assert result.stop_reason == "max_steps"
+    assert len(result.turns) == 3
+    assert calls == [2, 4, 6]  # each call sees the previous reply and its observation
+
+
+def test_a_grading_sandbox_that_dies_is_an_exception_not_a_zero(
+    bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rLLM's engine turns the exception into an ERROR episode (masked by the trainer)."""
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    from sandbox_runtime.integrations.rllm_flow import evaluator as module
+    from sandbox_runtime.swe.grading import grade as real_grade
+
+    def grade_after_the_sandbox_died(task: Task, sandbox: Any, **kwargs: Any) -> Any:
+        sandbox.backend.stop()  # gone under the grader, after it was readied
+        return real_grade(task, sandbox, **kwargs)
+
+    monkeypatch.setattr("sandbox_runtime.swe.isolation.grade", grade_after_the_sandbox_died)
+    row = {**task.source, "sandbox_runtime": {"backend": "local"}}
+    episode = type("Episode", (), {"artifacts": {"patch": ""}, "trajectories": []})()
+    with pytest.raises(GradingError, match="infrastructure error"):
+        module.SWEEvaluator().evaluate(row, episode)
+
+
+def test_an_episode_without_a_diff_is_refused() -> None:
+    episode = type("Episode", (), {"artifacts": {}, "trajectories": []})()
+    with pytest.raises(ConfigError, match=r"artifacts\['patch'\]"):
+        episode_patch(episode)
+
+
+# --- with rLLM main importable (the venv of examples/rllm_main/check.py) -------------------
+
+
+def test_rllm_loads_both_by_name() -> None:
+    pytest.importorskip("rllm.eval.agent_loader")
+    from rllm.eval.agent_loader import load_agent
+    from rllm.eval.evaluator_loader import load_evaluator
+
+    assert isinstance(load_agent(FLOW_NAME), SWEFlow)
+    assert isinstance(load_evaluator(FLOW_NAME), SWEEvaluator)
+
+
+def test_rllm_types_round_trip_through_the_flow_and_evaluator(bundled_tasks: list[Task]) -> None:
+    pytest.importorskip("rllm.types")
+    from rllm.types import AgentConfig, Episode
+    from rllm.types import Task as RLLMTask
+    from rllm.workflows.workflow import TerminationReason
+
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    row = {
+        **task.source,
+        "id": task.task_id,
+        "sandbox_runtime": {"backend": "local", "tools": "builtin"},
+    }
+    rllm_task = RLLMTask(id=task.task_id, instruction="", metadata=row)
+    with _chat_replies([_gold_reply(task), FINISH]) as server:
+        config = AgentConfig(base_url=server.url, model="scripted", session_uid="t:0")
+        episode = SWEFlow().run(rllm_task, config)
+    assert isinstance(episode, Episode)
+    assert episode.termination_reason == TerminationReason.ENV_DONE
+    assert len(episode.trajectories[0].steps) == 2  # one Step per model call, as traces come
+    output = SWEEvaluator().evaluate(rllm_task, episode)
+    assert (output.reward, output.is_correct) == (1.0, True)
+
+
+def test_rllm_trainer_drops_error_episodes_under_compact_filtering() -> None:
+    """What rLLM's engine makes of an exception (an ERROR episode) never reaches the update."""
+    pytest.importorskip("rllm.trainer.algorithms.transform")
+    from rllm.trainer.algorithms.config import CompactFilteringConfig
+    from rllm.trainer.algorithms.transform import _build_trajectory_groups
+    from rllm.types import Episode, Step, Trajectory
+    from rllm.workflows.workflow import TerminationReason
+
+    steps = [Step(model_response="<function=finish>\n</function>", done=True)]
+    graded = Episode(
+        id="a:0",
+        trajectories=[Trajectory(name=FLOW_NAME, steps=steps, reward=0.0)],
+        termination_reason=TerminationReason.ENV_DONE,
+    )
+    # The engine's shape after retry_limit failed attempts (agentflow_engine.py).
+    errored = Episode(
+        id="a:1",
+        is_correct=False,
+        termination_reason=TerminationReason.ERROR,
+        metadata={"error": {"message": "no reward: infrastructure error"}},
+    )
+    masking = CompactFilteringConfig(enable=True, mask_error=True)
+    assert masking.should_mask(TerminationReason.ERROR)
+    for config in (masking, CompactFilteringConfig()):
+        groups = _build_trajectory_groups([graded, errored], config)
+        assert [len(group.trajectories) for group in groups] == [1]
+        assert groups[0].trajectories[0].reward == 0.0  # the graded one only
