@@ -55,6 +55,7 @@ from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.r2egym import (
+    TOOL_PATH_PRELUDE,
     ToolScripts,
     run_command,
     strip_colours,
@@ -72,6 +73,7 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
     parse_action,
     tool_name,
 )
+from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
@@ -235,13 +237,21 @@ class SWEEnv(_EnvBase):
         return text, 0.0, observation.done, info
 
     def _install_scripts(self, sandbox: SandboxRuntime) -> None:
-        """R2E-Gym's tool scripts into ``/usr/local/bin``, named as RepoEnv names them."""
-        installer = ToolScripts(sandbox)
+        """R2E-Gym's tool scripts into ``/usr/local/bin``, named as RepoEnv names them.
+
+        Checked once installed: a script the sandbox's commands cannot run fails the reset
+        with :class:`~sandbox_runtime.ToolUnavailableError` (``local`` with
+        ``isolation="none"``: use ``isolation="namespace"``), never a step's observation.
+        """
         self._script_names = set()
+        if not self.tool_scripts:
+            return
+        installer = ToolScripts(sandbox)
         for script in self.tool_scripts:
             name = script.stem if script.suffix == ".py" else script.name
             installer.install(script, f"{_SCRIPT_DIR}/{name}")
             self._script_names.add(name)
+        installer.verify(self._script_names)
 
     def _step_with_scripts(self, call: ToolCall) -> tuple[str, float, bool, dict[str, Any]]:
         """One call run as R2E-Gym's RepoEnv runs it: its script, its exit status."""
@@ -254,6 +264,9 @@ class SWEEnv(_EnvBase):
             return frame_script_output(call.name, "", "-1"), 0.0, False, info | {"error": True}
         timeout = self.options.step_timeout
         result, status = run_command(sandbox, bash_command(call), timeout=timeout)
+        if result.exit_code in NOT_FOUND_EXIT_CODES:
+            # The script itself gone (not found) is a fault; a command's own 127 is output.
+            require_tools(sandbox, [call.name], prelude=TOOL_PATH_PRELUDE)
         if status == "-1":
             output = timeout_message(timeout)
         else:
