@@ -32,6 +32,11 @@ Where this runtime differs from R2E-Gym's, on purpose:
 * where the destination is read-only (``/usr/local/bin`` of a ``local`` sandbox whose
   ``/usr`` is the host's), the script goes to a directory of the sandbox that every ``run``
   puts first on ``PATH``;
+* a sandbox whose commands do not see its paths (``local`` with ``isolation="none"``) fails
+  at start with :class:`~sandbox_runtime.ToolUnavailableError` saying to use
+  ``isolation="namespace"``, an installed script that cannot run fails
+  ``copy_to_container``, and a call of one the shell cannot find raises from ``run``: never a
+  ``command not found`` output and a reward of 0;
 * ``reset`` opens a fresh, prepared sandbox (R2E-Gym's restarts the container unprepared).
 """
 

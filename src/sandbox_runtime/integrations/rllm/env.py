@@ -36,7 +36,11 @@ every call runs them as R2E-Gym's runtime does, so observations are R2E-Gym's by
 (:class:`~sandbox_runtime.integrations.r2egym.ToolScripts` makes them run on images without
 R2E-Gym's interpreter). With ``tools="builtin"`` (``"auto"`` without R2E-Gym) the tools are
 this library's (:mod:`sandbox_runtime.swe.agents.tools`): the same commands, arguments and
-framing, with this library's wording inside the editor's messages.
+framing, with this library's wording inside the editor's messages. Installed scripts are
+checked at ``reset`` (:func:`~sandbox_runtime.swe.agents.tool_check.require_tools`): where
+they cannot run (``local`` with ``isolation="none"``) ``reset`` raises
+:class:`~sandbox_runtime.ToolUnavailableError` saying what to change, and a step whose script
+is gone raises it: never a ``command not found`` observation.
 
 When rLLM is installed, :class:`SWEEnv` subclasses its ``BaseEnv``; without it the class has
 the same methods, so nothing here needs rLLM to run or to be tested.
