@@ -360,7 +360,8 @@ class ToolBox:
         if kind == "file":
             if not result.stdout.strip():
                 return Observation(f'No matches for "{term}" in {path}.')
-            return Observation(f'Matches for "{term}" in {path}:\n' + result.stdout.rstrip())
+            # One line per match and a final newline, as R2E-Gym's search prints them.
+            return Observation(f'Matches for "{term}" in {path}:\n{result.stdout.strip()}\n')
         counts = [
             (_under(path, name), sep, count)
             for name, sep, count in (line.rpartition(":") for line in result.stdout.splitlines())
