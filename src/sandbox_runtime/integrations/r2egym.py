@@ -69,6 +69,7 @@ from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
+    "TOOL_DIR",
     "TOOL_PATH_PRELUDE",
     "R2EGymRuntime",
     "ToolScripts",
@@ -88,6 +89,8 @@ CMD_TIMEOUT = 120
 FALLBACK_BIN = "/tmp/.sandbox-runtime-r2egym/bin"
 #: The directories R2E-Gym's images keep their interpreter in, before the image's own PATH.
 _R2E_PATH = "/root/.venv/bin:/root/.local/bin:/root/.cargo/bin"
+#: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
+TOOL_DIR = "/usr/local/bin"
 #: The shell text every command starts with: where R2E-Gym's tools and interpreter are found.
 TOOL_PATH_PRELUDE = f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH'
 _R2E_SHEBANG = b"#!/root/.venv/bin/python"
@@ -201,6 +204,22 @@ class ToolScripts:
         require_tools(
             self.sandbox, self.installed if names is None else names, prelude=TOOL_PATH_PRELUDE
         )
+
+    def install_all(self, scripts: Iterable[Path], dest_dir: str = TOOL_DIR) -> set[str]:
+        """Install tool scripts named as ``RepoEnv`` names them, then :meth:`verify` them.
+
+        ``file_editor.py`` becomes ``dest_dir/file_editor``; returns the names calls use.
+        The one entry point for code that gives an agent R2E-Gym's tools (``SWEEnv``, the
+        rLLM AgentFlow): raises :class:`~sandbox_runtime.ToolUnavailableError` where they
+        cannot run, before any call.
+        """
+        names: set[str] = set()
+        for script in scripts:
+            name = script.stem if script.suffix == ".py" else script.name
+            self.install(script, posixpath.join(dest_dir, name))
+            names.add(name)
+        self.verify(names)
+        return names
 
     def install(self, source: Path, dest_path: str) -> str:
         """Copy one file (executable when it is a script); returns where it went."""

@@ -109,8 +109,6 @@ SETTINGS = (
     "tools",
     "grade_in",
 )
-#: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
-_SCRIPT_DIR = "/usr/local/bin"
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
 
@@ -247,15 +245,9 @@ class SWEEnv(_EnvBase):
         with :class:`~sandbox_runtime.ToolUnavailableError` (``local`` with
         ``isolation="none"``: use ``isolation="namespace"``), never a step's observation.
         """
-        self._script_names = set()
-        if not self.tool_scripts:
-            return
-        installer = ToolScripts(sandbox)
-        for script in self.tool_scripts:
-            name = script.stem if script.suffix == ".py" else script.name
-            installer.install(script, f"{_SCRIPT_DIR}/{name}")
-            self._script_names.add(name)
-        installer.verify(self._script_names)
+        self._script_names = (
+            ToolScripts(sandbox).install_all(self.tool_scripts) if self.tool_scripts else set()
+        )
 
     def _step_with_scripts(self, call: ToolCall) -> tuple[str, float, bool, dict[str, Any]]:
         """One call run as R2E-Gym's RepoEnv runs it: its script, its exit status."""
