@@ -224,3 +224,25 @@ def test_the_tool_box_raises_when_its_own_programs_are_missing(
             tools.run(ToolCall("search", {"search_term": "x", "path": "/testbed"}))
         with pytest.raises(ToolUnavailableError, match="find: not found"):
             tools.run(ToolCall("str_replace_editor", {"command": "view", "path": "/testbed"}))
+
+
+def test_run_turns_a_tool_that_cannot_run_into_an_error_not_a_0(
+    bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    """The host's programs but grep: the task sets up, then the agent's search cannot run."""
+    no_grep = tmp_path / "no-grep-bin"
+    no_grep.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for program in Path(folder).iterdir():
+            link = no_grep / program.name
+            if program.name not in ("grep", "egrep", "fgrep") and not link.exists():
+                link.symlink_to(program)
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    task = task.model_copy(update={"env": {**task.env, "PATH": str(no_grep)}})
+    script = [{"tool": "search", "args": {"search_term": "x", "path": task.workdir}}]
+    run = RunOptions(backend_options={"base_dir": str(tmp_path / "sandboxes")})
+    [outcome] = Runner([task], lambda: ScriptedAgent(script), run).run()
+    assert outcome.reward is None
+    assert outcome.error is not None
+    assert "ToolUnavailableError" in outcome.error
+    assert "grep: not found" in outcome.error
