@@ -47,6 +47,7 @@ from sandbox_runtime.errors import (
     SandboxReadOnlyError,
     SandboxStartError,
     SandboxTimeoutError,
+    ToolUnavailableError,
 )
 
 __version__ = "0.1.0"
@@ -87,6 +88,7 @@ __all__ = [
     "SandboxStartError",
     "SandboxTimeoutError",
     "SandboxUsage",
+    "ToolUnavailableError",
     "__version__",
     "list_backends",
     "list_sandboxes",

@@ -18,6 +18,7 @@ that knows nothing of this library still handles them sensibly::
     ├── SandboxNotADirectoryError (NotADirectoryError)
     ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
     ├── SandboxReadOnlyError (PermissionError)   a write to a read-only part of the sandbox
+    ├── ToolUnavailableError                     a tool the library installed cannot run there
     └── BackendError                             the backend failed in a way we did not map
 
 A command's non-zero exit code is data (:class:`~sandbox_runtime.ExecResult`), not an
@@ -45,6 +46,7 @@ __all__ = [
     "SandboxReadOnlyError",
     "SandboxStartError",
     "SandboxTimeoutError",
+    "ToolUnavailableError",
 ]
 
 
@@ -139,6 +141,15 @@ class PathEscapeError(SandboxError, PermissionError):
 
 class SandboxReadOnlyError(SandboxError, PermissionError):
     """A write to a part of the sandbox's filesystem that the backend shows read-only."""
+
+
+class ToolUnavailableError(SandboxError):
+    """A tool the library installed into a sandbox cannot run there: an infrastructure fault.
+
+    Raised at start when the sandbox's commands cannot see the tools (the message says what
+    to change, such as ``isolation=namespace`` on ``local``), and by a step whose tool was
+    "not found": the agent never reads that as an observation, and no reward of 0 follows.
+    """
 
 
 class BackendError(SandboxError):

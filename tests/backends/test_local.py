@@ -213,6 +213,24 @@ def test_namespace_file_api_sees_what_commands_see(tmp_path: Path) -> None:
         assert sandbox.exec("cat /tmp/tool/x").stdout == "own"
 
 
+def test_namespace_var_tmp_is_the_sandboxs_own_and_writable(tmp_path: Path) -> None:
+    """As in a container, /var/tmp takes writes (R2E-Gym's editor keeps its undo history
+    there) while the rest of the host's /var stays read-only; the host's is untouched."""
+    require(bwrap_problem())
+    config = _config(tmp_path, workdir="/work", options={"isolation": "namespace"})
+    with SandboxRuntime(config) as sandbox, SandboxRuntime(config) as other:
+        name = f"/var/tmp/sandbox-runtime-test-{sandbox.id}"
+        assert sandbox.exec(f"echo from-command > {name}").ok
+        assert sandbox.read_text(name) == "from-command\n"
+        sandbox.write_text(f"{name}.api", "from-api")
+        assert sandbox.exec(f"cat {name}.api").stdout == "from-api"
+        assert not Path(name).exists()  # not the host's /var/tmp
+        assert not other.exists(name)  # nor another sandbox's
+        assert not sandbox.exec("touch /var/sandbox-runtime-x").ok
+        with pytest.raises(SandboxReadOnlyError):
+            sandbox.write_text("/var/sandbox-runtime-x", "x")
+
+
 def test_reap_cleans_up_after_a_killed_client(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,6 +32,11 @@ Where this runtime differs from R2E-Gym's, on purpose:
 * where the destination is read-only (``/usr/local/bin`` of a ``local`` sandbox whose
   ``/usr`` is the host's), the script goes to a directory of the sandbox that every ``run``
   puts first on ``PATH``;
+* a sandbox whose commands do not see its paths (``local`` with ``isolation="none"``) fails
+  at start with :class:`~sandbox_runtime.ToolUnavailableError` saying to use
+  ``isolation="namespace"``, an installed script that cannot run fails
+  ``copy_to_container``, and a call of one the shell cannot find raises from ``run``: never a
+  ``command not found`` output and a reward of 0;
 * ``reset`` opens a fresh, prepared sandbox (R2E-Gym's restarts the container unprepared).
 """
 
@@ -44,13 +49,18 @@ import re
 import shlex
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxReadOnlyError
+from sandbox_runtime.swe.agents.tool_check import (
+    NOT_FOUND_EXIT_CODES,
+    require_sandbox_paths,
+    require_tools,
+)
 from sandbox_runtime.swe.commit import ParsedCommit as _OwnParsedCommit
 from sandbox_runtime.swe.grading import grade
 from sandbox_runtime.swe.prepare import prepare
@@ -59,6 +69,8 @@ from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
+    "TOOL_DIR",
+    "TOOL_PATH_PRELUDE",
     "R2EGymRuntime",
     "ToolScripts",
     "install",
@@ -77,6 +89,10 @@ CMD_TIMEOUT = 120
 FALLBACK_BIN = "/tmp/.sandbox-runtime-r2egym/bin"
 #: The directories R2E-Gym's images keep their interpreter in, before the image's own PATH.
 _R2E_PATH = "/root/.venv/bin:/root/.local/bin:/root/.cargo/bin"
+#: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
+TOOL_DIR = "/usr/local/bin"
+#: The shell text every command starts with: where R2E-Gym's tools and interpreter are found.
+TOOL_PATH_PRELUDE = f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH'
 _R2E_SHEBANG = b"#!/root/.venv/bin/python"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\r")
 # Enough of chardet's API for R2E-Gym's file editor (``detect(data)["encoding"]``).
@@ -118,9 +134,7 @@ def run_command(
     (or exited 124, as ``timeout`` does). :data:`FALLBACK_BIN` and R2E-Gym's interpreter
     directories come first on ``PATH``.
     """
-    result = sandbox.exec(
-        f'PATH={FALLBACK_BIN}:{_R2E_PATH}:"$PATH"; export PATH; {command}', cwd=cwd, timeout=timeout
-    )
+    result = sandbox.exec(f"{TOOL_PATH_PRELUDE}; {command}", cwd=cwd, timeout=timeout)
     if result.timed_out or result.exit_code == 124:
         return result, "-1"
     if result.exit_code != 0:
@@ -166,15 +180,52 @@ class ToolScripts:
     sandbox's ``/usr``) is replaced by :data:`FALLBACK_BIN`, which commands run through
     :meth:`R2EGymRuntime.run` and :class:`~sandbox_runtime.integrations.rllm.SWEEnv` have
     first on ``PATH``.
+
+    The scripts read absolute sandbox paths (``/testbed/...``) and are found by their
+    sandbox path, so the first install checks that the sandbox's commands see sandbox paths
+    (:func:`~sandbox_runtime.swe.agents.tool_check.require_sandbox_paths`: ``local`` with
+    ``isolation="none"`` fails here, saying to use ``isolation="namespace"``), and
+    :meth:`verify` checks that the installed scripts run from where calls look for them.
     """
 
     def __init__(self, sandbox: SandboxRuntime) -> None:
         self.sandbox = sandbox
+        self.installed: set[str] = set()
+        """The names of the executables installed, as calls name them."""
         self._python: str | None = None
         self._has_chardet: bool | None = None
+        self._paths_checked = False
+
+    def verify(self, names: Iterable[str] | None = None) -> None:
+        """Raise :class:`~sandbox_runtime.ToolUnavailableError` unless the tools can run.
+
+        ``names`` defaults to every executable installed so far.
+        """
+        require_tools(
+            self.sandbox, self.installed if names is None else names, prelude=TOOL_PATH_PRELUDE
+        )
+
+    def install_all(self, scripts: Iterable[Path], dest_dir: str = TOOL_DIR) -> set[str]:
+        """Install tool scripts named as ``RepoEnv`` names them, then :meth:`verify` them.
+
+        ``file_editor.py`` becomes ``dest_dir/file_editor``; returns the names calls use.
+        The one entry point for code that gives an agent R2E-Gym's tools (``SWEEnv``, the
+        rLLM AgentFlow): raises :class:`~sandbox_runtime.ToolUnavailableError` where they
+        cannot run, before any call.
+        """
+        names: set[str] = set()
+        for script in scripts:
+            name = script.stem if script.suffix == ".py" else script.name
+            self.install(script, posixpath.join(dest_dir, name))
+            names.add(name)
+        self.verify(names)
+        return names
 
     def install(self, source: Path, dest_path: str) -> str:
         """Copy one file (executable when it is a script); returns where it went."""
+        if not self._paths_checked:
+            require_sandbox_paths(self.sandbox, "R2E-Gym's tool scripts")
+            self._paths_checked = True
         data = source.read_bytes()
         mode = source.stat().st_mode & 0o777 | (0o755 if data.startswith(b"#!") else 0)
         if data.startswith(_R2E_SHEBANG):
@@ -190,6 +241,8 @@ class ToolScripts:
             if b"import chardet" in data and not self._chardet_available():
                 standin = posixpath.join(posixpath.dirname(target), "chardet.py")
                 self.sandbox.write_text(standin, _CHARDET_STANDIN)
+            if mode & 0o111:
+                self.installed.add(posixpath.basename(dest_path))
             return target
         raise SandboxReadOnlyError(f"no writable place for {dest_path}")  # pragma: no cover
 
@@ -276,6 +329,9 @@ class R2EGymRuntime(_RuntimeBase):
         sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
         try:
             sandbox.start()
+            # R2E-Gym reads and runs everything by absolute path (/root/run_tests.sh, its
+            # tools in /usr/local/bin): a sandbox whose commands see other paths fails here.
+            require_sandbox_paths(sandbox, "R2E-Gym's runtime")
             prepare(self.task, sandbox)
             sandbox.base_commit(refresh=True)
         except BaseException:
@@ -328,9 +384,22 @@ class R2EGymRuntime(_RuntimeBase):
         result, status = run_command(
             self.sandbox, command, cwd=workdir or self.repo_path, timeout=timeout
         )
+        self._tool_ran_or_raise(command, result)
         if status == "-1":
             return timeout_message(timeout), status
         return (strip_colours(result.output) if status == "0" else result.output), status
+
+    def _tool_ran_or_raise(self, command: str, result: ExecResult) -> None:
+        """Raise :class:`~sandbox_runtime.ToolUnavailableError` for an installed tool not run.
+
+        A call of a tool :meth:`copy_to_container` installed that the shell could not run
+        (exit 126/127 and the tool not runnable) is a fault, never an observation.
+        """
+        if result.exit_code not in NOT_FOUND_EXIT_CODES:
+            return
+        words = command.split(maxsplit=1)
+        if words and words[0] in self._scripts.installed:
+            self._scripts.verify([words[0]])
 
     def demux_run(
         self, code: str, timeout: float = CMD_TIMEOUT, args: str = "", workdir: str | None = None
@@ -340,6 +409,7 @@ class R2EGymRuntime(_RuntimeBase):
         result, status = run_command(
             self.sandbox, command, cwd=workdir or self.repo_path, timeout=timeout
         )
+        self._tool_ran_or_raise(command, result)
         if status == "-1":
             return "", timeout_message(timeout), status
         return result.stdout, result.stderr, status
@@ -351,13 +421,17 @@ class R2EGymRuntime(_RuntimeBase):
 
         A script for R2E-Gym's interpreter gets the image's Python instead where
         ``/root/.venv/bin/python`` is missing; a read-only destination is replaced by
-        :data:`FALLBACK_BIN` (see :class:`ToolScripts`).
+        :data:`FALLBACK_BIN` (see :class:`ToolScripts`). An executable that commands then
+        cannot run raises :class:`~sandbox_runtime.ToolUnavailableError`.
         """
         source = Path(src_path)
         if source.is_dir():
             self.sandbox.upload(source, dest_path)
             return
         self._scripts.install(source, dest_path)
+        name = posixpath.basename(dest_path)
+        if name in self._scripts.installed:
+            self._scripts.verify([name])
 
     def read_file(self, rel_file_path: str) -> str:
         """A file under ``alt_path`` (where R2E-Gym keeps what the agent must not see)."""

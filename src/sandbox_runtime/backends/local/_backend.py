@@ -75,7 +75,7 @@ from sandbox_runtime.errors import (
     SandboxStartError,
 )
 
-from ._bubblewrap import Bubblewrap
+from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
 from ._process import kill_marked, run_process
 
@@ -385,7 +385,13 @@ class LocalBackend(Backend[LocalOptions]):
         """
         if self.options.isolation != "namespace" or not _inside(self._real_root, host):
             return None
-        top = os.path.relpath(host, self._real_root).split(os.sep, 1)[0]
+        inside = os.path.relpath(host, self._real_root)
+        for own in WRITABLE_INSIDE_HOST_ENTRIES:  # the sandbox's own, bound over the host's
+            if (inside == own or inside.startswith(own + os.sep)) and os.path.isdir(
+                os.path.join(self._real_root, own)
+            ):
+                return None
+        top = inside.split(os.sep, 1)[0]
         bound = {name for name, target in self._namespace_entries() if target is None}
         return top if top in bound else None
 

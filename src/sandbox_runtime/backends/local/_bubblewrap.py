@@ -28,12 +28,16 @@ from sandbox_runtime.backend_kit import (
 )
 from sandbox_runtime.errors import BackendError
 
-__all__ = ["SETUP_TRIES", "Bubblewrap"]
+__all__ = ["SETUP_TRIES", "WRITABLE_INSIDE_HOST_ENTRIES", "Bubblewrap"]
 
 logger = logging.getLogger("sandbox_runtime.local")
 
 #: Starts of one command tried while bubblewrap fails to set its sandbox up.
 SETUP_TRIES = 4
+#: Directories inside the host's read-only entries that are the sandbox's own, writable, as
+#: in a container: tools write there (R2E-Gym's file editor keeps its undo history in
+#: ``/var/tmp/editor_state.json``). Each is a directory of the root bound over the host's.
+WRITABLE_INSIDE_HOST_ENTRIES = ("var/tmp",)
 #: Seconds before the second start; it grows linearly with each further one.
 _SETUP_BACKOFF = 0.02
 
@@ -115,6 +119,12 @@ class Bubblewrap:
             elif entry.is_dir():
                 (root / entry.name).mkdir()
                 entries.append((entry.name, None))
+                for inner in WRITABLE_INSIDE_HOST_ENTRIES:
+                    top, _, rest = inner.partition("/")
+                    if top == entry.name and os.path.isdir(f"/{inner}"):
+                        own_dir = root / top / rest
+                        own_dir.mkdir(parents=True)
+                        own_dir.chmod(0o1777)
         return entries
 
     @staticmethod
@@ -132,6 +142,9 @@ class Bubblewrap:
         for name, target in entries:
             if target is None:
                 args += ["--ro-bind", f"/{name}", f"/{name}"]
+        for inner in WRITABLE_INSIDE_HOST_ENTRIES:
+            if (root / inner).is_dir() and (inner.partition("/")[0], None) in entries:
+                args += ["--bind", str(root / inner), f"/{inner}"]
         args += ["--dev", "/dev", "--proc", "/proc", "--chdir", cwd, "--"]
         return args
 

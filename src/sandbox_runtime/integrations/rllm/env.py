@@ -36,7 +36,11 @@ every call runs them as R2E-Gym's runtime does, so observations are R2E-Gym's by
 (:class:`~sandbox_runtime.integrations.r2egym.ToolScripts` makes them run on images without
 R2E-Gym's interpreter). With ``tools="builtin"`` (``"auto"`` without R2E-Gym) the tools are
 this library's (:mod:`sandbox_runtime.swe.agents.tools`): the same commands, arguments and
-framing, with this library's wording inside the editor's messages.
+framing, with this library's wording inside the editor's messages. Installed scripts are
+checked at ``reset`` (:func:`~sandbox_runtime.swe.agents.tool_check.require_tools`): where
+they cannot run (``local`` with ``isolation="none"``) ``reset`` raises
+:class:`~sandbox_runtime.ToolUnavailableError` saying what to change, and a step whose script
+is gone raises it: never a ``command not found`` observation.
 
 When rLLM is installed, :class:`SWEEnv` subclasses its ``BaseEnv``; without it the class has
 the same methods, so nothing here needs rLLM to run or to be tested.
@@ -55,6 +59,7 @@ from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.r2egym import (
+    TOOL_PATH_PRELUDE,
     ToolScripts,
     run_command,
     strip_colours,
@@ -72,6 +77,7 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
     parse_action,
     tool_name,
 )
+from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
@@ -103,8 +109,6 @@ SETTINGS = (
     "tools",
     "grade_in",
 )
-#: Where R2E-Gym's runtime puts its tool scripts (``RepoEnv.add_commands``).
-_SCRIPT_DIR = "/usr/local/bin"
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
 
@@ -235,13 +239,15 @@ class SWEEnv(_EnvBase):
         return text, 0.0, observation.done, info
 
     def _install_scripts(self, sandbox: SandboxRuntime) -> None:
-        """R2E-Gym's tool scripts into ``/usr/local/bin``, named as RepoEnv names them."""
-        installer = ToolScripts(sandbox)
-        self._script_names = set()
-        for script in self.tool_scripts:
-            name = script.stem if script.suffix == ".py" else script.name
-            installer.install(script, f"{_SCRIPT_DIR}/{name}")
-            self._script_names.add(name)
+        """R2E-Gym's tool scripts into ``/usr/local/bin``, named as RepoEnv names them.
+
+        Checked once installed: a script the sandbox's commands cannot run fails the reset
+        with :class:`~sandbox_runtime.ToolUnavailableError` (``local`` with
+        ``isolation="none"``: use ``isolation="namespace"``), never a step's observation.
+        """
+        self._script_names = (
+            ToolScripts(sandbox).install_all(self.tool_scripts) if self.tool_scripts else set()
+        )
 
     def _step_with_scripts(self, call: ToolCall) -> tuple[str, float, bool, dict[str, Any]]:
         """One call run as R2E-Gym's RepoEnv runs it: its script, its exit status."""
@@ -254,6 +260,9 @@ class SWEEnv(_EnvBase):
             return frame_script_output(call.name, "", "-1"), 0.0, False, info | {"error": True}
         timeout = self.options.step_timeout
         result, status = run_command(sandbox, bash_command(call), timeout=timeout)
+        if result.exit_code in NOT_FOUND_EXIT_CODES:
+            # The script itself gone (not found) is a fault; a command's own 127 is output.
+            require_tools(sandbox, [call.name], prelude=TOOL_PATH_PRELUDE)
         if status == "-1":
             output = timeout_message(timeout)
         else:

@@ -21,13 +21,16 @@ Paths are absolute sandbox paths or relative to the repository.  Everything runs
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 
 __all__ = ["TOOL_SCHEMAS", "Observation", "ToolBox", "ToolCall"]
 
@@ -281,18 +284,44 @@ class ToolBox:
                 return None
             raise
 
+    def _kind(self, path: str) -> str | None:
+        """``"dir"``, ``"file"`` or ``None`` (missing), seen through the file API."""
+        try:
+            info = self.sandbox.stat(path)
+            if info.type == "symlink":  # followed, as the shell's ``test -d`` follows it
+                self.sandbox.list_dir(path)
+                return "dir"
+        except (FileNotFoundError, PermissionError):
+            return None
+        except NotADirectoryError:
+            return "file"
+        return "dir" if info.type == "dir" else "file"
+
+    def _helper(self, command: str, cwd: str, programs: tuple[str, ...]) -> ExecResult:
+        """Run one of the tool box's own commands (find, grep) in ``cwd``.
+
+        The command names its operands relative to ``cwd``, which the backend maps, so it
+        reads the sandbox's files on every backend and isolation mode (on ``local`` with
+        ``isolation="none"`` an absolute path in a command is the host's). A program the
+        sandbox lacks raises :class:`~sandbox_runtime.ToolUnavailableError`.
+        """
+        result = self.sandbox.exec(command, cwd=cwd, timeout=self.timeout)
+        if result.exit_code in NOT_FOUND_EXIT_CODES:
+            require_tools(self.sandbox, programs)
+        return result
+
     def _view(self, path: str, view_range: Any) -> Observation:
         text = self._read(path)
         if text is None:
-            listing = self.sandbox.exec(
-                f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -500",
-                timeout=self.timeout,
-            )
-            if not listing.ok or not listing.stdout.strip():
+            if self._kind(path) != "dir":
                 return Observation(f"error: no such file or directory: {path}", error=True)
+            listing = self._helper(
+                "find . -maxdepth 2 -not -path '*/.*'", cwd=path, programs=("find",)
+            )
+            names = sorted(_under(path, line) for line in listing.stdout.splitlines() if line)
             return Observation(
                 f"Files and directories up to 2 levels deep in {path}, hidden ones left out:\n"
-                + listing.stdout
+                + "".join(f"{name}\n" for name in names[:_VIEW_MAX_ENTRIES])
             )
         lines = text.splitlines()
         start, end = 1, len(lines)
@@ -313,23 +342,33 @@ class ToolBox:
     def _search(self, term: str, path: str) -> Observation:
         if not term:
             return Observation("error: empty search_term", error=True)
-        quoted, where = shlex.quote(term), shlex.quote(path)
-        # The first line says which kind of path it was; then grep's own output.
-        script = (
-            f"if [ -d {where} ]; then echo dir; grep -rIcF --exclude-dir='.?*' -- {quoted} "
-            f"{where} | grep -v ':0$'; elif [ -f {where} ]; then echo file; grep -nF -- "
-            f"{quoted} {where}; else echo 'no such file or directory: {path}' >&2; exit 2; fi"
-        )
-        result = self.sandbox.exec(script, timeout=self.timeout)
+        kind = self._kind(path)
+        if kind is None:
+            return Observation(f"error: no such file or directory: {path}", error=True)
+        quoted = shlex.quote(term)
+        if kind == "file":
+            folder, name = posixpath.split(path)
+            result = self._helper(
+                f"grep -nF -- {quoted} {shlex.quote(name)}", cwd=folder or ".", programs=("grep",)
+            )
+        else:
+            result = self._helper(
+                f"grep -rIcF --exclude-dir='.?*' -- {quoted} .", cwd=path, programs=("grep",)
+            )
         if result.exit_code == 2 or result.timed_out:
             return Observation(f"error: {result.output.strip()}", error=True)
-        kind, _, rest = result.stdout.partition("\n")
-        found = rest.splitlines()
-        if not found:
-            return Observation(f'No matches for "{term}" in {path}.')
         if kind == "file":
-            return Observation(f'Matches for "{term}" in {path}:\n' + rest.rstrip())
-        counts = [line.rpartition(":") for line in found]
+            if not result.stdout.strip():
+                return Observation(f'No matches for "{term}" in {path}.')
+            # One line per match and a final newline, as R2E-Gym's search prints them.
+            return Observation(f'Matches for "{term}" in {path}:\n{result.stdout.strip()}\n')
+        counts = [
+            (_under(path, name), sep, count)
+            for name, sep, count in (line.rpartition(":") for line in result.stdout.splitlines())
+            if count != "0"
+        ]
+        if not counts:
+            return Observation(f'No matches for "{term}" in {path}.')
         if len(counts) > _SEARCH_MAX_FILES:
             return Observation(
                 f'"{term}" occurs in {len(counts)} files under {path}: too many to list; '
@@ -344,6 +383,14 @@ class ToolBox:
 
 _SNIPPET_CONTEXT = 4
 _SEARCH_MAX_FILES = 100
+_VIEW_MAX_ENTRIES = 500
+
+
+def _under(folder: str, found: str) -> str:
+    """A name ``find .``/``grep -r .`` printed in ``folder``, as the path the agent gave."""
+    if found == ".":
+        return folder
+    return posixpath.join(folder, found.removeprefix("./"))
 
 
 def _numbered(lines: list[str], first: int) -> str:
