@@ -6,14 +6,19 @@ scripted agent (a script is a list of these calls) and step-wise RL loops
 in the others.  The tools are the ones R2E-Gym's and SWE-agent's prompts advertise:
 
 * ``bash(command)``: run a shell command in the repository (per-step timeout);
-* ``str_replace_editor(command, path, ...)`` with ``view`` (a file with line numbers, a
-  ``view_range``, or a directory two levels deep), ``create`` (new files only),
-  ``str_replace`` (exactly one occurrence), ``insert`` (after ``insert_line``) and
-  ``undo_edit`` (back to before the last edit of that file by this tool box);
-* ``search(search_term, path)``: which files under a directory hold a string, and how often,
-  or the matching lines of one file;
+* ``str_replace_editor(command, path, ...)`` with ``view`` (a ``.py`` file with line numbers,
+  condensed past 110 lines, or a ``view_range``; a directory's subdirectories and ``.py``
+  files two levels deep), ``create`` (new files only), ``str_replace`` (exactly one
+  occurrence), ``insert`` (after ``insert_line``) and ``undo_edit`` (back to before the last
+  edit of that file by this tool box);
+* ``search(search_term, path)``: which ``.py`` files under a directory hold a string, and
+  how often, or the lines of one file matching a ``grep`` pattern;
 * ``submit()``: declare the work done.
 
+The editor and the search answer as R2E-Gym 0d94c4e's ``file_editor`` and ``search`` scripts
+do, byte for byte (:mod:`~sandbox_runtime.swe.agents.r2e_editor`,
+:mod:`~sandbox_runtime.swe.agents.r2e_search`): a policy trained on R2E-Gym sees the text it
+was trained on without R2E-Gym installed, and its limits too (only ``.py`` files are viewed).
 Paths are absolute sandbox paths or relative to the repository.  Everything runs through
 :class:`~sandbox_runtime.SandboxRuntime`.
 """
@@ -21,16 +26,13 @@ Paths are absolute sandbox paths or relative to the repository.  Everything runs
 from __future__ import annotations
 
 import json
-import posixpath
-import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
-from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
+from sandbox_runtime.swe.agents.r2e_editor import FileEditor
+from sandbox_runtime.swe.agents.r2e_search import search
 
 __all__ = ["TOOL_SCHEMAS", "Observation", "ToolBox", "ToolCall"]
 
@@ -52,8 +54,9 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "function": {
             "name": "str_replace_editor",
             "description": (
-                "View, create and edit files. view: show a file with line numbers (view_range "
-                "[start, end] for a part, end -1 for the rest) or list a directory; create: "
+                "View, create and edit files. view: show a .py file with line numbers "
+                "(view_range [start, end] for a part, end -1 for the rest) or list a "
+                "directory's subdirectories and .py files; create: "
                 "write file_text to a new path; str_replace: replace old_str, which must occur "
                 "exactly once, by new_str; insert: insert new_str after line insert_line; "
                 "undo_edit: revert the last edit of path."
@@ -81,8 +84,8 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "function": {
             "name": "search",
             "description": (
-                "Search for a string: under a directory, the files holding it and how often; "
-                "in a file, the matching lines with their numbers."
+                "Search for a string: under a directory, the .py files holding it and how "
+                "often; in a file, the lines matching it (a grep pattern) with their numbers."
             ),
             "parameters": {
                 "type": "object",
@@ -149,7 +152,7 @@ class ToolBox:
         self.sandbox = sandbox
         self.timeout = timeout
         self.max_output_chars = max_output_chars
-        self._history: dict[str, list[str]] = {}
+        self._file_editor = FileEditor(sandbox, timeout=timeout)
 
     def run(self, call: ToolCall) -> Observation:
         """Run one call; errors become an observation the agent can read, never a raise.
@@ -204,194 +207,9 @@ class ToolBox:
         )
 
     def _editor(self, args: dict[str, Any]) -> Observation:
-        command = args["command"]
-        path = str(args["path"])
-        if command == "view":
-            return self._view(path, args.get("view_range"))
-        if command == "create":
-            if self.sandbox.exists(path):
-                return Observation(
-                    f"error: {path} already exists; create makes new files only (use "
-                    "str_replace or insert to change it)",
-                    error=True,
-                )
-            self.sandbox.write_text(path, str(args["file_text"]))
-            self._history.setdefault(path, [])
-            return Observation(f"File created at {path}.")
-        if command == "undo_edit":
-            return self._undo(path)
-        text = self._read(path)
-        if text is None:
-            return Observation(f"error: no such file: {path}", error=True)
-        if command == "str_replace":
-            old, new = str(args["old_str"]), str(args.get("new_str") or "")
-            count = text.count(old) if old else 0
-            if count != 1:
-                where = "does not occur" if count == 0 else f"occurs {count} times"
-                return Observation(f"error: old_str {where} in {path}", error=True)
-            first_line = text[: text.index(old)].count("\n") + 1
-            edited = text.replace(old, new, 1)
-            self._write(path, text, edited)
-            return self._edited(path, edited, first_line, first_line + new.count("\n"))
-        if command == "insert":
-            lines = text.splitlines(keepends=True)
-            at = int(args["insert_line"])
-            if not 0 <= at <= len(lines):
-                return Observation(
-                    f"error: insert_line {at} is outside 0..{len(lines)}", error=True
-                )
-            new = str(args["new_str"])
-            if lines and not lines[-1].endswith("\n") and at == len(lines):
-                lines[-1] += "\n"
-            lines.insert(at, new if new.endswith("\n") else new + "\n")
-            edited = "".join(lines)
-            self._write(path, text, edited)
-            return self._edited(path, edited, at + 1, at + new.count("\n") + 1)
-        return Observation(f"error: unknown editor command {command!r}", error=True)
-
-    def _write(self, path: str, before: str, after: str) -> None:
-        self.sandbox.write_text(path, after)
-        self._history.setdefault(path, []).append(before)
-
-    def _undo(self, path: str) -> Observation:
-        edits = self._history.get(path)
-        if not edits:
-            return Observation(f"error: no edit of {path} to undo", error=True)
-        previous = edits.pop()
-        self.sandbox.write_text(path, previous)
-        listing = _numbered(previous.splitlines(), 1)
-        return Observation(f"Last edit to {path} undone. {path} is now:\n{listing}")
-
-    @staticmethod
-    def _edited(path: str, text: str, first: int, last: int) -> Observation:
-        """What an edit returns: the changed lines with some context, numbered."""
-        lines = text.splitlines()
-        start = max(1, first - _SNIPPET_CONTEXT)
-        end = min(len(lines), last + _SNIPPET_CONTEXT)
-        snippet = _numbered(lines[start - 1 : end], start)
-        return Observation(
-            f"The file {path} has been edited. Lines {start}-{end} are now:\n{snippet}\n"
-            "Check that the change is what you meant; edit again if not."
-        )
-
-    def _read(self, path: str) -> str | None:
-        try:
-            return self.sandbox.read_text(path, errors="replace")
-        except (FileNotFoundError, IsADirectoryError):
-            return None
-        except SandboxError as exc:
-            if isinstance(exc, (FileNotFoundError, IsADirectoryError)):
-                return None
-            raise
-
-    def _kind(self, path: str) -> str | None:
-        """``"dir"``, ``"file"`` or ``None`` (missing), seen through the file API."""
-        try:
-            info = self.sandbox.stat(path)
-            if info.type == "symlink":  # followed, as the shell's ``test -d`` follows it
-                self.sandbox.list_dir(path)
-                return "dir"
-        except (FileNotFoundError, PermissionError):
-            return None
-        except NotADirectoryError:
-            return "file"
-        return "dir" if info.type == "dir" else "file"
-
-    def _helper(self, command: str, cwd: str, programs: tuple[str, ...]) -> ExecResult:
-        """Run one of the tool box's own commands (find, grep) in ``cwd``.
-
-        The command names its operands relative to ``cwd``, which the backend maps, so it
-        reads the sandbox's files on every backend and isolation mode (on ``local`` with
-        ``isolation="none"`` an absolute path in a command is the host's). A program the
-        sandbox lacks raises :class:`~sandbox_runtime.ToolUnavailableError`.
-        """
-        result = self.sandbox.exec(command, cwd=cwd, timeout=self.timeout)
-        if result.exit_code in NOT_FOUND_EXIT_CODES:
-            require_tools(self.sandbox, programs)
-        return result
-
-    def _view(self, path: str, view_range: Any) -> Observation:
-        text = self._read(path)
-        if text is None:
-            if self._kind(path) != "dir":
-                return Observation(f"error: no such file or directory: {path}", error=True)
-            listing = self._helper(
-                "find . -maxdepth 2 -not -path '*/.*'", cwd=path, programs=("find",)
-            )
-            names = sorted(_under(path, line) for line in listing.stdout.splitlines() if line)
-            return Observation(
-                f"Files and directories up to 2 levels deep in {path}, hidden ones left out:\n"
-                + "".join(f"{name}\n" for name in names[:_VIEW_MAX_ENTRIES])
-            )
-        lines = text.splitlines()
-        start, end = 1, len(lines)
-        if view_range is not None:
-            if not (isinstance(view_range, list) and len(view_range) == 2):
-                return Observation("error: view_range must be [start, end]", error=True)
-            start, end = int(view_range[0]), int(view_range[1])
-            end = len(lines) if end == -1 else end
-            if not 1 <= start <= max(1, len(lines)) or not start <= end <= len(lines):
-                return Observation(
-                    f"error: view_range {view_range} is outside the file's lines "
-                    f"1..{len(lines)} (end -1 means the last line)",
-                    error=True,
-                )
-        body = _numbered(lines[start - 1 : end], start)
-        return Observation(f"Here's the result of running `cat -n` on {path}:\n{body}")
+        answer = self._file_editor.run(args)
+        return Observation(answer.text, error=answer.error)
 
     def _search(self, term: str, path: str) -> Observation:
-        if not term:
-            return Observation("error: empty search_term", error=True)
-        kind = self._kind(path)
-        if kind is None:
-            return Observation(f"error: no such file or directory: {path}", error=True)
-        quoted = shlex.quote(term)
-        if kind == "file":
-            folder, name = posixpath.split(path)
-            result = self._helper(
-                f"grep -nF -- {quoted} {shlex.quote(name)}", cwd=folder or ".", programs=("grep",)
-            )
-        else:
-            result = self._helper(
-                f"grep -rIcF --exclude-dir='.?*' -- {quoted} .", cwd=path, programs=("grep",)
-            )
-        if result.exit_code == 2 or result.timed_out:
-            return Observation(f"error: {result.output.strip()}", error=True)
-        if kind == "file":
-            if not result.stdout.strip():
-                return Observation(f'No matches for "{term}" in {path}.')
-            # One line per match and a final newline, as R2E-Gym's search prints them.
-            return Observation(f'Matches for "{term}" in {path}:\n{result.stdout.strip()}\n')
-        counts = [
-            (_under(path, name), sep, count)
-            for name, sep, count in (line.rpartition(":") for line in result.stdout.splitlines())
-            if count != "0"
-        ]
-        if not counts:
-            return Observation(f'No matches for "{term}" in {path}.')
-        if len(counts) > _SEARCH_MAX_FILES:
-            return Observation(
-                f'"{term}" occurs in {len(counts)} files under {path}: too many to list; '
-                "search a narrower directory or a more specific term.",
-            )
-        total = sum(int(count) for _, _, count in counts)
-        listing = "\n".join(f"{name} ({count} matches)" for name, _, count in counts)
-        return Observation(
-            f'{total} matches for "{term}" in {len(counts)} files under {path}:\n{listing}'
-        )
-
-
-_SNIPPET_CONTEXT = 4
-_SEARCH_MAX_FILES = 100
-_VIEW_MAX_ENTRIES = 500
-
-
-def _under(folder: str, found: str) -> str:
-    """A name ``find .``/``grep -r .`` printed in ``folder``, as the path the agent gave."""
-    if found == ".":
-        return folder
-    return posixpath.join(folder, found.removeprefix("./"))
-
-
-def _numbered(lines: list[str], first: int) -> str:
-    return "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start=first))
+        answer = search(self.sandbox, term, path, timeout=self.timeout)
+        return Observation(answer.text, error=answer.error)
