@@ -3,10 +3,14 @@
 The episode (:func:`probe_actions`): a look around with every tool R2E-Gym's prompt
 advertises (search in a directory, in a file, with no match; ``ls`` and a failing command;
 the editor's ``view`` of a directory, a file and a range), the gold patch as ``str_replace``
-edits, an edit that cannot apply, ``create``/``insert``/``undo_edit`` of a scratch file, and
-``finish``; then the reward.  :func:`play` runs it through :class:`SWEEnv` with either tool
-set.  The file ``tests/fixtures/r2egym_tools_observations.json`` holds what R2E-Gym's own
-tool scripts answered, made by running this module::
+edits, an edit that cannot apply, ``create``/``insert``/``undo_edit`` of a scratch file,
+the edge cases of :mod:`tests.integrations.r2e_edges`, and ``finish``; then the reward.
+:func:`play` runs it through :class:`SWEEnv` with either tool set.  Each row also keeps the
+order in which the sandbox's file system lists 16 fresh names (``readdir_order``): listings
+follow that order, R2E-Gym's as well as ours, so a replay on a file system that orders names
+otherwise can only match the recording up to the order of listed entries.  The file
+``tests/fixtures/r2egym_tools_observations.json`` holds what R2E-Gym's own tool scripts
+answered, made by running this module::
 
     SANDBOX_RUNTIME_R2EGYM_SRC=/path/to/R2E-Gym/src PYTHONPATH=src:. \\
         python -m tests.integrations.r2e_recording tests/fixtures/r2egym_tools_observations.json
@@ -25,6 +29,7 @@ from sandbox_runtime.integrations.rllm import SWEEnv
 from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.dataset import load_rows
 from tests.integrations.gold_play import gold_edits, r2e_text
+from tests.integrations.r2e_edges import edge_actions
 
 RECORDING = Path(__file__).parent.parent / "fixtures" / "r2egym_tools_observations.json"
 R2EGYM_COMMIT = "0d94c4e"
@@ -76,6 +81,7 @@ def probe_actions(task: Task) -> list[tuple[str, str]]:
         ),
         ("undo_edit", r2e_text("file_editor", command="undo_edit", path=scratch)),
         ("bash", r2e_text("execute_bash", cmd="rm notes.txt")),
+        *edge_actions(task),
         ("finish", r2e_text("finish", command="submit")),
     ]
 
@@ -97,11 +103,24 @@ def play(
     )
     with env:
         env.reset()
+        order = readdir_order(env)
         steps = [
             {"kind": kind, "action": action, "observation": env.step(action)[0]}
             for kind, action in probe_actions(task)
         ]
-        return {"task_id": task.task_id, "steps": steps, "reward": env.compute_final_reward()}
+        reward = env.compute_final_reward()
+        return {"task_id": task.task_id, "readdir_order": order, "steps": steps, "reward": reward}
+
+
+def readdir_order(env: SWEEnv) -> list[str]:
+    """The order in which the sandbox's file system lists 16 new names in the workdir."""
+    assert env.sandbox is not None
+    names = " ".join(f"n{i}" for i in range(16))
+    listed = env.sandbox.exec(
+        f'd=$(mktemp -d -p .) && cd "$d" && touch {names} && ls -f && cd .. && rm -rf "$d"'
+    )
+    assert listed.ok, listed.output
+    return [name for name in listed.stdout.split() if name not in (".", "..")]
 
 
 def main(out: str, backend: str = "docker") -> None:
