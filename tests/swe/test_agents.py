@@ -23,7 +23,7 @@ def test_toolbox_editor_and_bash(bundled_tasks: list[Task]) -> None:
             )
         )
         header, first, *rest = view.output.splitlines()
-        assert header == "Here's the result of running `cat -n` on versionkit/version.py:"
+        assert header == "Here's the result of running `cat -n` on the file: versionkit/version.py:"
         assert len(rest) == 1
         assert first.endswith(
             '"""MAJOR.MINOR.PATCH versions that compare the way people expect."""'
@@ -40,22 +40,30 @@ def test_toolbox_editor_and_bash(bundled_tasks: list[Task]) -> None:
             )
         )
         assert dup.error
-        assert "occurs" in dup.output
+        assert "Multiple occurrences of 'self'" in dup.output
         created = tools.run(
             ToolCall(
                 "str_replace_editor",
-                {"command": "create", "path": "notes/a.txt", "file_text": "x\n"},
+                {"command": "create", "path": "notes.txt", "file_text": "x\n"},
             )
         )
         inserted = tools.run(
             ToolCall(
                 "str_replace_editor",
-                {"command": "insert", "path": "notes/a.txt", "insert_line": 0, "new_str": "first"},
+                {"command": "insert", "path": "notes.txt", "insert_line": 0, "new_str": "first"},
             )
         )
         assert not created.error
         assert not inserted.error
-        assert sandbox.read_text("notes/a.txt") == "first\nx\n"
+        assert sandbox.read_text("notes.txt") == "first\nx\n"
+        nested = tools.run(
+            ToolCall(
+                "str_replace_editor",
+                {"command": "create", "path": "notes/a.txt", "file_text": "x"},
+            )
+        )
+        assert nested.error  # as R2E-Gym's editor: create makes no directories
+        assert "No such file or directory: 'notes/a.txt'" in nested.output
         slow = tools.run(ToolCall("bash", {"command": "sleep 10"}))
         assert slow.exit_code == 124
         assert "timed out after 5s" in slow.output

@@ -76,7 +76,7 @@ def test_llm_agent_fixes_the_bug_through_tool_calls(bundled_tasks: list[Task], c
         "submit",
     ]
     assert "if field:" in result.steps[0].output
-    assert "\t    if field:" in result.steps[1].output
+    assert "    29     if field:" in result.steps[1].output
     assert result.usage == {"prompt_tokens": 40, "completion_tokens": 20, "total_tokens": 60}
     assert (graded.reward, graded.reason) == (1.0, "resolved")
     assert "-    if field:" in patch

@@ -64,7 +64,9 @@ def _in_file(sandbox: SandboxRuntime, term: str, real: str, timeout: float) -> S
 
 
 def _in_directory(sandbox: SandboxRuntime, term: str, real: str, timeout: float) -> SearchAnswer:
+    # ``find -exec`` reports a missing grep as its own failure: the shell's 127 says it.
     command = (
+        "command -v grep >/dev/null || exit 127; "
         "LC_ALL=C find . -mindepth 1 -name '.*' -prune -o -name '*.py' ! -xtype d "
         f"-exec grep -caHF -e {shlex.quote(term)} {{}} +"
     )
