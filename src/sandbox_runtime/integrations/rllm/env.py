@@ -35,8 +35,8 @@ R2E-Gym's own tool scripts, the ones rLLM gives ``RepoEnv``, are copied into the
 every call runs them as R2E-Gym's runtime does, so observations are R2E-Gym's byte for byte
 (:class:`~sandbox_runtime.integrations.r2egym.ToolScripts` makes them run on images without
 R2E-Gym's interpreter). With ``tools="builtin"`` (``"auto"`` without R2E-Gym) the tools are
-this library's (:mod:`sandbox_runtime.swe.agents.tools`): the same commands, arguments and
-framing, with this library's wording inside the editor's messages. Installed scripts are
+this library's (:mod:`sandbox_runtime.swe.agents.tools`): the same commands, arguments,
+framing and observations, byte for byte, without R2E-Gym installed. Installed scripts are
 checked at ``reset`` (:func:`~sandbox_runtime.swe.agents.tool_check.require_tools`): where
 they cannot run (``local`` with ``isolation="none"``) ``reset`` raises
 :class:`~sandbox_runtime.ToolUnavailableError` saying what to change, and a step whose script

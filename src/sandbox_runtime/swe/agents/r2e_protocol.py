@@ -13,7 +13,7 @@ their first and last 40 lines), ``Execution output of [file_editor]:`` before ot
 output, ``<<< Finished >>>`` after ``finish``.  :func:`parse_action` reads the text (and
 OpenAI-style tool calls), :func:`tool_name` maps R2E-Gym's and SWE-agent's tool names onto
 :class:`~sandbox_runtime.swe.agents.tools.ToolBox` 's, and :func:`frame` writes observations.
-The wording of our own messages is ours; the frame around them is R2E-Gym's.
+The tool box's editor and search answer as R2E-Gym's do; the frame around them is R2E-Gym's.
 """
 
 from __future__ import annotations
