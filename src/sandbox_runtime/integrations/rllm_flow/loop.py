@@ -7,9 +7,10 @@ nothing in the sandbox calls the model, so no tunnel is needed for any backend.
 Replies are read as R2E-Gym's agents write them (``<function=execute_bash>`` text, what
 DeepSWE-style models produce and what vLLM returns without a tool-call parser) or as OpenAI
 tool calls; each is run by :class:`~sandbox_runtime.integrations.rllm.env.SWEEnv`, whose
-observations are R2E-Gym's, byte for byte, with R2E-Gym's scripts or this library's tools.  A reply that
-calls no tool gets a reminder and costs a step, as in R2E-Gym.  Every fault of the sandbox or
-the model's endpoint propagates: rLLM turns an exception out of a flow into an ERROR episode.
+observations are R2E-Gym's, byte for byte, with R2E-Gym's scripts or this library's tools.
+A reply that calls no tool gets a reminder and costs a step, as in R2E-Gym.  Every fault of
+the sandbox or the model's endpoint propagates: rLLM turns an exception out of a flow into
+an ERROR episode.
 """
 
 from __future__ import annotations
