@@ -158,6 +158,15 @@ def _add_run_settings(run: argparse.ArgumentParser) -> None:
         "benchmark's own: fresh for SWE-bench and SWE-smith, same for R2E-Gym and JSONL)",
     )
     run.add_argument(
+        "--grading",
+        choices=["benchmark", "strict"],
+        default="benchmark",
+        help="what of the agent's work reaches the tests: benchmark (what the benchmark's own "
+        "harness lets through) or strict (only its change to non-test source, graded in a "
+        "fresh sandbox; changes to tests, conftest.py, test settings, startup hooks and the "
+        "interpreter's files are dropped and reported)",
+    )
+    run.add_argument(
         "--price",
         type=price,
         action="append",
@@ -341,6 +350,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
     _check_writable(args.report, "--report")
     _check_writable(args.trajectories, "--trajectories")
     _check_writable(args.predictions, "--predictions")
+    if args.grading == "strict" and args.grade_in == "same":
+        raise ConfigError("--grading strict grades in a fresh sandbox; it cannot use --grade-in same")
     if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
         raise ConfigError(
             f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"
@@ -384,6 +395,7 @@ def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) 
         retries=args.retries,
         warm=args.warm,
         grade_in=None if args.grade_in == "default" else args.grade_in,
+        grading=args.grading,
         price=price_for(args.backend, args.price),
     )
 
@@ -407,6 +419,7 @@ def _write_outputs(
                 "backend": args.backend,
                 "agent": args.agent,
                 "grade_in": args.grade_in,
+                "grading": args.grading,
                 "sources": sources,
                 "skipped_rows": errors,
             }

@@ -57,6 +57,8 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, resolve_grading
+from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.tamper import flags_from_patch
 from sandbox_runtime.swe.verdict import PatchVerdict
 
@@ -88,8 +90,14 @@ def judge_patch(
     backend_options: Mapping[str, Any] | None = None,
     base_image: str | None = None,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    grading: str = GradingMode.STRICT.value,
 ) -> PatchVerdict:
-    """Apply ``patch`` to a fresh sandbox of the task ``row``, grade it, and account for it."""
+    """Apply ``patch`` to a fresh sandbox of the task ``row``, grade it, and account for it.
+
+    ``grading="strict"`` (the default) applies only the patch's change to non-test source
+    (:mod:`sandbox_runtime.swe.strict`); ``"benchmark"`` applies all of it.
+    """
+    strict = resolve_grading(grading, "fresh") is GradingMode.STRICT
     if not patch:
         return PatchVerdict(GradeResult(0.0, "no patch in the response", grade_in="fresh"))
     task = parse_row(dict(row), index="extra_info")
@@ -103,13 +111,26 @@ def judge_patch(
     with sandbox:
         prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
-        applied = sandbox.apply_patch(patch)
-        error = None if applied else (applied.message or "the patch does not apply")
+        error, dropped = _apply(task, sandbox, patch, strict=strict)
         began = time.monotonic()
         graded = grade(task, sandbox, timeout=test_timeout, patch_error=error)
         grading_seconds = time.monotonic() - began
     graded.grade_in = "fresh"
+    if strict:
+        graded.grading = GradingMode.STRICT.value
+        graded.dropped = [change.to_dict() for change in dropped]
     return PatchVerdict(graded, flags_from_patch(task, patch), sandbox.usage, grading_seconds)
+
+
+def _apply(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool
+) -> tuple[str | None, list[DroppedChange]]:
+    """Apply ``patch`` (or its allowed part); the patch tool's message when it did not apply."""
+    if strict:
+        done = apply_strict(task, sandbox, patch)
+        return (None if done.applied else done.message or "the patch does not apply"), done.dropped
+    applied = sandbox.apply_patch(patch)
+    return (None if applied else applied.message or "the patch does not apply"), []
 
 
 def grade_patch(
@@ -120,6 +141,7 @@ def grade_patch(
     backend_options: Mapping[str, Any] | None = None,
     base_image: str | None = None,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    grading: str = GradingMode.STRICT.value,
 ) -> GradeResult:
     """Apply ``patch`` to a fresh sandbox of the task ``row`` and grade it; says why on 0."""
     return judge_patch(
@@ -129,6 +151,7 @@ def grade_patch(
         backend_options=backend_options,
         base_image=base_image,
         test_timeout=test_timeout,
+        grading=grading,
     ).grade
 
 
