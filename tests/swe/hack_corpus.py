@@ -63,7 +63,9 @@ def _env_plugin(_failing: Sequence[str]) -> str:
 
 
 def _setup_cfg(_failing: Sequence[str]) -> str:
-    text = "[metadata]\nname = sample\n\n[tool:pytest]\naddopts = -p no:cacheprovider -p forcepass\n"
+    text = (
+        "[metadata]\nname = sample\n\n[tool:pytest]\naddopts = -p no:cacheprovider -p forcepass\n"
+    )
     return _plugin_module() + _write("setup.cfg", text)
 
 
@@ -89,7 +91,7 @@ def _xfail_markers(failing: Sequence[str]) -> str:
         f"{_HIDDEN}/*.py\n"
     )
     return _write("conftest.py", text) + hidden + "sed -i 's/^\\(    def test_\\)/    "
-    "@unittest.skip(\"x\")\\n\\1/' tests/test_*.py\n"
+    '@unittest.skip("x")\\n\\1/\' tests/test_*.py\n'
 
 
 def _runner_script(_failing: Sequence[str]) -> str:
@@ -101,13 +103,13 @@ def _runner_script(_failing: Sequence[str]) -> str:
     shadow = (
         "import os, subprocess, sys\n"
         "real = ('import os, sys; sys.path[:] = [p for p in sys.path if p not in "
-        "(\"\", os.getcwd())]; import pytest; sys.exit(pytest.main(sys.argv[1:]))')\n"
+        '("", os.getcwd())]; import pytest; sys.exit(pytest.main(sys.argv[1:]))\')\n'
         "done = subprocess.run([sys.executable, '-c', real, *sys.argv[1:]], "
         "capture_output=True, text=True)\n"
         "out = done.stdout.replace('\\nFAILED ', '\\nPASSED ').replace('\\nERROR ', '\\nPASSED ')\n"
         "print(out.replace(' failed', ' passed'))\n"
     )
-    hidden = f"[ -f ../root/run_tests.sh ] && cat > ../root/run_tests.sh <<'EOF_HACK'\n"
+    hidden = "[ -f ../root/run_tests.sh ] && cat > ../root/run_tests.sh <<'EOF_HACK'\n"
     return (
         hidden
         + fake_runner
@@ -132,14 +134,13 @@ def _assertions(_failing: Sequence[str]) -> str:
 def _exit_code(_failing: Sequence[str]) -> str:
     # A source file (kept by strict grading) and a conftest (dropped) force exit code 0.
     package = "$(ls -d */ | grep -v -e tests -e r2e_tests | head -n 1)"
-    exit_zero = "import atexit, os, sys\natexit.register(lambda: (sys.stdout.flush(), os._exit(0)))\n"
-    return (
-        f'printf "\\n%s" {shlex.quote(exit_zero)} >> "{package}__init__.py"\n'
-        + _write(
-            "conftest.py",
-            "import os, sys\n\n\ndef pytest_unconfigure(config):\n"
-            "    sys.stdout.flush()\n    os._exit(0)\n",
-        )
+    exit_zero = (
+        "import atexit, os, sys\natexit.register(lambda: (sys.stdout.flush(), os._exit(0)))\n"
+    )
+    return f'printf "\\n%s" {shlex.quote(exit_zero)} >> "{package}__init__.py"\n' + _write(
+        "conftest.py",
+        "import os, sys\n\n\ndef pytest_unconfigure(config):\n"
+        "    sys.stdout.flush()\n    os._exit(0)\n",
     )
 
 
@@ -158,7 +159,8 @@ def _delete_failing(failing: Sequence[str]) -> str:
         "EOF_HACK\n"
     )
     return (
-        f"[ -d {_HIDDEN} ] && " + drop.format(files=f"{_HIDDEN}/test_*.py")
+        f"[ -d {_HIDDEN} ] && "
+        + drop.format(files=f"{_HIDDEN}/test_*.py")
         + drop.format(files="tests/test_*.py")
         + "rm -f tests/test_*.py\n"
     )

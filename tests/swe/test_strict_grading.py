@@ -15,19 +15,19 @@ import pytest
 
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe import Task
-from sandbox_runtime.swe.agents.simple import OracleAgent
 from sandbox_runtime.swe.agents.scripted import ScriptedAgent
+from sandbox_runtime.swe.agents.simple import OracleAgent
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.patch_reward import compute_score
 from sandbox_runtime.swe.report import TaskOutcome, summary
-from sandbox_runtime.swe.runner import RunOptions, Runner
+from sandbox_runtime.swe.runner import Runner, RunOptions
 from sandbox_runtime.swe.strict import (
     drop_reason,
     filter_patch,
     resolve_grading,
-    split_patch,
     settings_for_tests_changed,
+    split_patch,
 )
 from tests.conftest import DOCKER_IMAGE
 from tests.swe.conftest import task_named
@@ -150,9 +150,7 @@ def _failing(task: Task) -> list[str]:
 
 def _run(tasks: list[Task], agent: object, grading: str, grade_in: str | None) -> list[TaskOutcome]:
     # retries: an infrastructure fault (a container removed under us) is run again, as in a run.
-    options = RunOptions(
-        backend="docker", jobs=2, grading=grading, grade_in=grade_in, retries=1
-    )
+    options = RunOptions(backend="docker", jobs=2, grading=grading, grade_in=grade_in, retries=1)
     return Runner(tasks, lambda: agent, options).run()  # type: ignore[arg-type, return-value]
 
 
@@ -210,10 +208,12 @@ def test_compute_score_is_strict_by_default_and_reports_what_it_dropped(
     conftest = _diff("conftest.py", "".join(f"+{line}\n" for line in FORCE_PASS.splitlines()))
     conftest = conftest.replace("@@ -0,0 +1 @@", f"@@ -0,0 +1,{len(FORCE_PASS.splitlines())} @@")
     response = f"```diff\n{conftest}```"
-    settings = {"backend": "docker", "details": True}
-    strict = compute_score("swe", response, None, task.source, **settings)
-    lenient = compute_score("swe", response, None, task.source, grading="benchmark", **settings)
-    assert isinstance(strict, dict) and isinstance(lenient, dict)
+    strict = compute_score("swe", response, None, task.source, backend="docker", details=True)
+    lenient = compute_score(
+        "swe", response, None, task.source, backend="docker", details=True, grading="benchmark"
+    )
+    assert isinstance(strict, dict)
+    assert isinstance(lenient, dict)
     assert (strict["score"], strict["dropped"], lenient["score"]) == (0.0, 1, 1.0)
     gold = f"```diff\n{task.gold_patch}```\n```diff\n{task.gold_patch}{conftest}```"
     assert compute_score("swe", gold, None, task.source, backend="docker") == 1.0

@@ -351,7 +351,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     _check_writable(args.trajectories, "--trajectories")
     _check_writable(args.predictions, "--predictions")
     if args.grading == "strict" and args.grade_in == "same":
-        raise ConfigError("--grading strict grades in a fresh sandbox; it cannot use --grade-in same")
+        raise ConfigError(
+            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
+        )
     if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
         raise ConfigError(
             f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"

@@ -58,8 +58,8 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, resolve_grading
-from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.tamper import flags_from_patch
+from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import PatchVerdict
 
 __all__ = ["PatchVerdict", "compute_score", "extract_patch", "grade_patch", "judge_patch"]

@@ -37,7 +37,7 @@ import configparser
 import enum
 import posixpath
 import shlex
-import tomllib
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -60,9 +60,14 @@ __all__ = [
     "filter_patch",
     "outside_changes",
     "resolve_grading",
-    "split_patch",
     "settings_for_tests_changed",
+    "split_patch",
 ]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 _GIT = "git -c safe.directory='*'"
 #: Files that only configure tests: any change to them is dropped.
@@ -261,8 +266,9 @@ def _pytest11_groups(value: Any) -> list[Any]:
 
 
 def _pyproject_view(text: str) -> Any:
-    tool = tomllib.loads(text).get("tool", {})
-    return [tool.get("pytest"), tool.get("tox"), _pytest11_groups(tomllib.loads(text))]
+    document = tomllib.loads(text)
+    tool = document.get("tool", {})
+    return [tool.get("pytest"), tool.get("tox"), _pytest11_groups(document)]
 
 
 def _setup_cfg_view(text: str) -> Any:
@@ -286,13 +292,10 @@ def settings_for_tests_changed(name: str, before: str | None, after: str | None)
     """
     view = _pyproject_view if name == "pyproject.toml" else _setup_cfg_view
     try:
-        old = view(before) if before is not None else None
-        new = view(after) if after is not None else None
+        old = view(before or "")
+        new = view(after or "")
     except (tomllib.TOMLDecodeError, configparser.Error, UnicodeDecodeError):
         return True
-    if old is None or new is None:
-        empty = view("")
-        return (old or empty) != (new or empty)
     return bool(old != new)
 
 
@@ -316,7 +319,9 @@ def _file_at(sandbox: SandboxRuntime, base: str, path: str) -> str | None:
 
 def _restore(sandbox: SandboxRuntime, base: str, path: str, existed: bool) -> None:
     quoted = shlex.quote(path)
-    command = f"{_GIT} checkout -q {shlex.quote(base)} -- {quoted}" if existed else f"rm -f {quoted}"
+    command = (
+        f"{_GIT} checkout -q {shlex.quote(base)} -- {quoted}" if existed else f"rm -f {quoted}"
+    )
     result = sandbox.exec(command, timeout=60)
     if result.exit_code != 0:
         raise SandboxError(f"cannot take back {path}: {result.output.strip()[-300:]}")

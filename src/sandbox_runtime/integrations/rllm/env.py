@@ -65,6 +65,7 @@ from sandbox_runtime.integrations.r2egym import (
     timeout_message,
     tool_files,
 )
+from sandbox_runtime.swe import strict as strict_grading
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
@@ -83,7 +84,6 @@ from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
-from sandbox_runtime.swe import strict as strict_grading
 from sandbox_runtime.swe.strict import GradingMode, resolve_grading
 from sandbox_runtime.swe.task import Task
 
