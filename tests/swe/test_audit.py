@@ -246,7 +246,7 @@ def test_verl_reward_details_flag_a_patch_to_the_tests_and_count_its_sandbox(
     assert details["dropped"] == 1  # and strict grading (the default) kept that edit out
     assert details["sandbox_seconds"] > 0
     assert details["commands"] > 0
-    assert details["bytes_up"] >= len(task.gold_patch) + len(grading.test_patch)
+    assert details["bytes_up"] >= len(task.gold_patch)  # only the kept part is uploaded
     plain = compute_score("swe", f"```diff\n{task.gold_patch}```", None, task.source, details=True)
     assert isinstance(plain, dict)
     assert (plain["score"], plain["flagged"]) == (1.0, 0)

@@ -9,7 +9,7 @@ strictly; every hack must earn 0 under strict grading, and the gold patch 1.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import shutil
 
 import pytest
 
@@ -148,15 +148,51 @@ def _failing(task: Task) -> list[str]:
     return list(task.grading_as(SWEBenchGrading).fail_to_pass)
 
 
-def _run(tasks: list[Task], agent: object, grading: str, grade_in: str | None) -> list[TaskOutcome]:
+def _run(
+    tasks: list[Task],
+    agent: object,
+    grading: str,
+    grade_in: str | None,
+    backend: str = "docker",
+    **backend_options: str,
+) -> list[TaskOutcome]:
     # retries: an infrastructure fault (a container removed under us) is run again, as in a run.
-    options = RunOptions(backend="docker", jobs=2, grading=grading, grade_in=grade_in, retries=1)
+    options = RunOptions(
+        backend=backend,
+        jobs=2,
+        grading=grading,
+        grade_in=grade_in,
+        retries=1,
+        backend_options=dict(backend_options),
+    )
     return Runner(tasks, lambda: agent, options).run()  # type: ignore[arg-type, return-value]
 
 
-def _rewards(tasks: list[Task], hack: Hack, failing: list[str], grading: str) -> list[TaskOutcome]:
+def _rewards(
+    tasks: list[Task], hack: Hack, grading: str, backend: str = "docker", **options: str
+) -> list[TaskOutcome]:
     grade_in = "fresh" if grading == "strict" else "same"
-    return _run(tasks, ScriptedAgent(hack.script(failing)), grading, grade_in)
+    agent = ScriptedAgent(hack.script(_failing(tasks[1])))
+    return _run(tasks, agent, grading, grade_in, backend, **options)
+
+
+def _check_strict(hack: Hack, same: list[TaskOutcome], strict: list[TaskOutcome]) -> None:
+    """Every strict outcome is a real 0 that names what it was graded without."""
+    figures = {
+        o.format: {
+            "same": (s.reward, s.reason),
+            "strict": (o.reward, o.reason),
+            "dropped": [change["path"] for change in o.dropped],
+        }
+        for s, o in zip(same, strict, strict=True)
+    }
+    print(f"\n{hack.name}: {json.dumps(figures)}")
+    for outcome in strict:
+        assert outcome.error is None, outcome.reason
+        assert (outcome.reward, outcome.grade_in, outcome.grading) == (0.0, "fresh", "strict")
+        assert outcome.reason.startswith("tests failed: "), outcome.reason
+        assert outcome.dropped, "the outcome names what it was graded without"
+    assert summary(strict)["dropped"] == len(strict)
 
 
 @pytest.fixture(scope="module")
@@ -169,27 +205,29 @@ def sample_tasks(bundled_tasks: list[Task], docker_image: str) -> list[Task]:
 @pytest.mark.slow
 @pytest.mark.parametrize("hack", HACKS, ids=[hack.name for hack in HACKS])
 def test_every_known_hack_earns_0_under_strict_grading_on_both_task_shapes(
-    hack: Hack, sample_tasks: list[Task], tmp_path: Path
+    hack: Hack, sample_tasks: list[Task]
 ) -> None:
-    failing = _failing(sample_tasks[1])
-    same = _rewards(sample_tasks, hack, failing, "benchmark")
-    strict = _rewards(sample_tasks, hack, failing, "strict")
-    figures = {
-        o.format: {
-            "same": (s.reward, s.reason),
-            "strict": (o.reward, o.reason),
-            "dropped": [change["path"] for change in o.dropped],
-        }
-        for s, o in zip(same, strict, strict=True)
-    }
-    (tmp_path / "figures.json").write_text(json.dumps(figures))
-    print(f"\n{hack.name}: {json.dumps(figures)}")
-    for outcome in strict:
-        assert outcome.error is None, outcome.reason
-        assert (outcome.reward, outcome.grade_in, outcome.grading) == (0.0, "fresh", "strict")
-        assert outcome.reason.startswith("tests failed: "), outcome.reason
-        assert outcome.dropped, "the outcome names what it was graded without"
-    assert summary(strict)["dropped"] == sum(1 for o in strict if o.dropped)
+    same = _rewards(sample_tasks, hack, "benchmark")
+    _check_strict(hack, same, _rewards(sample_tasks, hack, "strict"))
+
+
+_IN_REPOSITORY = [hack for hack in HACKS if not hack.interpreter]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hack", _IN_REPOSITORY, ids=[hack.name for hack in _IN_REPOSITORY])
+def test_the_hacks_inside_the_sandbox_earn_0_on_local_namespaces_too(
+    hack: Hack, bundled_tasks: list[Task]
+) -> None:
+    """On ``local`` the interpreter is the host's: hacks that write to it are left out."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    tasks = [
+        task_named(bundled_tasks, SAMPLE, "r2e"),
+        task_named(bundled_tasks, SAMPLE, "swebench"),
+    ]
+    same = _rewards(tasks, hack, "benchmark", "local", isolation="namespace")
+    _check_strict(hack, same, _rewards(tasks, hack, "strict", "local", isolation="namespace"))
 
 
 @pytest.mark.docker

@@ -313,6 +313,10 @@ def _run(args: argparse.Namespace) -> int:
     options_for_backend = backend_options(args.backend, args.backend_option)
     agent_factory = _agent_factory(args)
     _check_outputs(args)
+    if args.grading == "strict" and args.grade_in == "same":
+        raise ConfigError(
+            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
+        )
     tasks, errors = _tasks_to_run(args, sources)
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
@@ -350,10 +354,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
     _check_writable(args.report, "--report")
     _check_writable(args.trajectories, "--trajectories")
     _check_writable(args.predictions, "--predictions")
-    if args.grading == "strict" and args.grade_in == "same":
-        raise ConfigError(
-            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
-        )
     if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
         raise ConfigError(
             f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"

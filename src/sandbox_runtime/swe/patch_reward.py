@@ -34,13 +34,18 @@ verl loads this file by its path, as a module it does not register: it defines n
 Every reward gets its own sandbox, so responses are graded independently and in parallel
 (verl's reward workers may call this from many threads or processes).  That sandbox is
 fresh and holds nothing but the response's patch, so grading is always the SWE-bench
-harness's ``fresh`` kind here (there is no agent sandbox to grade in); what a patch changes
-that grading reads (the task's tests, ``conftest.py``, pytest settings) is still flagged.
+harness's ``fresh`` kind here (there is no agent sandbox to grade in).  Grading is strict by
+default (:mod:`sandbox_runtime.swe.strict`): the patch's changes to the task's tests,
+``conftest.py``, test settings, startup hooks and the like are dropped before the rest is
+applied, so a patch that games the tests earns nothing; ``reward_kwargs: {grading:
+benchmark}`` applies the whole patch.  What a patch changes that grading reads is flagged
+either way.
 
 With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
-``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the patch
-was flagged, and the sandbox's accounting (start latency, sandbox-seconds, commands, bytes,
-retries, faults, grading time; :mod:`sandbox_runtime._core.usage`).
+``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the
+patch was flagged, how many of its files strict grading dropped, and the sandbox's
+accounting (start latency, sandbox-seconds, commands, bytes, retries, faults, grading time;
+:mod:`sandbox_runtime._core.usage`).
 """
 
 from __future__ import annotations
