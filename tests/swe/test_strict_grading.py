@@ -97,6 +97,19 @@ def test_a_patch_is_split_by_file_and_a_rename_out_of_the_tests_is_dropped(
     assert filtered.applicable == changes[0].text + changes[3].text
 
 
+def test_a_plain_unified_diff_is_split_by_file_too() -> None:
+    """Models often answer without ``diff --git`` lines; a removed ``-- x`` line stays put."""
+    source = "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,1 @@\n--- a comment\n y = 1\n"
+    conftest = "--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    changes = split_patch(source + conftest)
+    assert [(c.paths, c.text) for c in changes] == [
+        (("pkg/core.py",), source),
+        (("conftest.py",), conftest),
+    ]
+    git = _diff("pkg/core.py", new=False) + _diff("conftest.py")
+    assert [c.paths for c in split_patch(git)] == [("pkg/core.py",), ("conftest.py",)]
+
+
 def test_a_test_file_the_task_names_is_dropped_wherever_it_lives(
     bundled_tasks: list[Task],
 ) -> None:

@@ -186,25 +186,35 @@ def _section_paths(header: str, lines: Iterable[str]) -> tuple[str, ...]:
                 name = _strip_prefix(raw) if prefix[0] in "-+" else _unquote(raw)
                 if name is not None and name not in paths:
                     paths.append(name)
-    if not paths:  # a mode change or an empty file: only the header names it
+    if not paths and header.startswith("diff --git "):  # a mode change, an empty file
         paths.append(_unquote(header.rstrip("\n").split(" b/", 1)[-1]))
-    return tuple(paths)
+    return tuple(paths) or ("",)
 
 
 def split_patch(patch: str) -> list[FileChange]:
-    """The diff's sections, one per file (``git diff`` output; text before the first dropped)."""
+    """The diff's sections, one per file; text before the first section is left out.
+
+    A section starts at ``diff --git`` or, in a plain unified diff (as models write them), at
+    a ``---`` line followed by ``+++`` that does not belong to the ``diff --git`` before it.
+    """
+    lines = patch.splitlines(keepends=True)
     sections: list[list[str]] = []
-    for line in patch.splitlines(keepends=True):
-        if line.startswith("diff --git "):
+    awaiting_names = False  # a ``diff --git`` header whose ``---``/``+++`` are still to come
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        plain_start = line.startswith("--- ") and following.startswith("+++ ")
+        if line.startswith("diff --git ") or (plain_start and not awaiting_names):
             sections.append([line])
-        elif sections:
+            awaiting_names = line.startswith("diff --git ")
+            continue
+        if plain_start or line.startswith("@@"):
+            awaiting_names = False
+        if sections:
             sections[-1].append(line)
-    changes = []
-    for lines in sections:
-        body = lines[1:]
-        # Hunk lines are not headers: stop reading names at the first hunk.
-        changes.append(FileChange(_section_paths(lines[0], _until_hunk(body)), "".join(lines)))
-    return changes
+    return [
+        FileChange(_section_paths(section[0], _until_hunk(section)), "".join(section))
+        for section in sections
+    ]
 
 
 def _until_hunk(lines: list[str]) -> Iterable[str]:
