@@ -65,7 +65,6 @@ from sandbox_runtime.integrations.r2egym import (
     timeout_message,
     tool_files,
 )
-from sandbox_runtime.swe import strict as strict_grading
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
@@ -84,7 +83,7 @@ from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
-from sandbox_runtime.swe.strict import GradingMode, resolve_grading
+from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 
 if TYPE_CHECKING:
@@ -300,7 +299,7 @@ class SWEEnv(_EnvBase):
             strict = self.grading is GradingMode.STRICT
             self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict)
             if strict:
-                outside = strict_grading.outside_changes(self.last_tamper)
+                outside = outside_changes(self.last_tamper)
                 self.last_grade.dropped += [change.to_dict() for change in outside]
             self._grading_usage = self._grading_usage + fresh.usage
         else:
