@@ -9,7 +9,10 @@ strictly; every hack must earn 0 under strict grading, and the gold patch 1.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -227,20 +230,32 @@ def test_every_known_hack_earns_0_under_strict_grading_on_both_task_shapes(
 _IN_REPOSITORY = [hack for hack in HACKS if not hack.interpreter]
 
 
+@pytest.fixture
+def local_tasks(bundled_tasks: list[Task]) -> list[Task]:
+    """The sample's two rows, run by this interpreter (which has pytest) in bubblewrap."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    rows = [task_named(bundled_tasks, SAMPLE, "r2e"), task_named(bundled_tasks, SAMPLE, "swebench")]
+    return [task.model_copy(update={"env": {**task.env, "PATH": path}}) for task in rows]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("hack", _IN_REPOSITORY, ids=[hack.name for hack in _IN_REPOSITORY])
 def test_the_hacks_inside_the_sandbox_earn_0_on_local_namespaces_too(
-    hack: Hack, bundled_tasks: list[Task]
+    hack: Hack, local_tasks: list[Task]
 ) -> None:
     """On ``local`` the interpreter is the host's: hacks that write to it are left out."""
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
-    tasks = [
-        task_named(bundled_tasks, SAMPLE, "r2e"),
-        task_named(bundled_tasks, SAMPLE, "swebench"),
-    ]
-    same = _rewards(tasks, hack, "benchmark", "local", isolation="namespace")
-    _check_strict(hack, same, _rewards(tasks, hack, "strict", "local", isolation="namespace"))
+    same = _rewards(local_tasks, hack, "benchmark", "local", isolation="namespace")
+    _check_strict(hack, same, _rewards(local_tasks, hack, "strict", "local", isolation="namespace"))
+
+
+@pytest.mark.slow
+def test_the_gold_patches_earn_1_under_strict_grading_on_local_namespaces(
+    local_tasks: list[Task],
+) -> None:
+    outcomes = _run(local_tasks, OracleAgent(), "strict", None, "local", isolation="namespace")
+    assert [(o.reward, o.reason, o.dropped) for o in outcomes] == [(1.0, "resolved", [])] * 2
 
 
 @pytest.mark.docker
