@@ -232,7 +232,7 @@ _IN_REPOSITORY = [hack for hack in HACKS if not hack.interpreter]
 
 @pytest.fixture
 def local_tasks(bundled_tasks: list[Task]) -> list[Task]:
-    """The sample's two rows, run by this interpreter (which has pytest) in bubblewrap."""
+    """The sample's two rows, with this interpreter's directory first on ``PATH``."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
@@ -245,7 +245,12 @@ def local_tasks(bundled_tasks: list[Task]) -> list[Task]:
 def test_the_hacks_inside_the_sandbox_earn_0_on_local_namespaces_too(
     hack: Hack, local_tasks: list[Task]
 ) -> None:
-    """On ``local`` the interpreter is the host's: hacks that write to it are left out."""
+    """On ``local`` the interpreter is the host's: hacks that write to it are left out.
+
+    Inside bubblewrap the sample's runner finds no pytest and falls back to ``unittest``, so
+    the pytest hacks do not bite here even graded the benchmark's way; what this shows is
+    strict grading dropping and reporting the same way on ``local`` (docker shows the hacks).
+    """
     same = _rewards(local_tasks, hack, "benchmark", "local", isolation="namespace")
     _check_strict(hack, same, _rewards(local_tasks, hack, "strict", "local", isolation="namespace"))
 
