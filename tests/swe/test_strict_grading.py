@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -288,3 +289,33 @@ def test_compute_score_is_strict_by_default_and_reports_what_it_dropped(
     assert (strict["score"], strict["dropped"], lenient["score"]) == (0.0, 1, 1.0)
     gold = f"```diff\n{task.gold_patch}```\n```diff\n{task.gold_patch}{conftest}```"
     assert compute_score("swe", gold, None, task.source, backend="docker") == 1.0
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_run_grading_strict_reports_and_counts_what_it_dropped(
+    sample_tasks: list[Task], tmp_path: Path
+) -> None:
+    """The CLI: ``--grading strict`` in the report's run section, each entry and the summary."""
+    (conftest,) = [hack for hack in HACKS if hack.name == "conftest"]
+    script, report = tmp_path / "script.json", tmp_path / "report.json"
+    script.write_text(json.dumps(conftest.script([])))
+    task = sample_tasks[0]
+    command = [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled"]
+    command += ["--select", task.task_id, "--backend", "docker", "--agent", "scripted"]
+    command += ["--script", str(script), "--grading", "strict", "--report", str(report)]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(report.read_text())
+    assert document["grading"] == "strict"
+    assert document["summary"]["dropped"] == 1
+    (entry,) = document["tasks"]
+    assert (entry["reward"], entry["grading"], entry["grade_in"]) == (0.0, "strict", "fresh")
+    assert entry["dropped"] == [{"path": "conftest.py", "why": "pytest loads it before the tests"}]
+    assert "strict grading dropped changes of 1 task(s)" in done.stdout
