@@ -158,6 +158,15 @@ def _add_run_settings(run: argparse.ArgumentParser) -> None:
         "benchmark's own: fresh for SWE-bench and SWE-smith, same for R2E-Gym and JSONL)",
     )
     run.add_argument(
+        "--grading",
+        choices=["benchmark", "strict"],
+        default="benchmark",
+        help="what of the agent's work reaches the tests: benchmark (what the benchmark's own "
+        "harness lets through) or strict (only its change to non-test source, graded in a "
+        "fresh sandbox; changes to tests, conftest.py, test settings, startup hooks and the "
+        "interpreter's files are dropped and reported)",
+    )
+    run.add_argument(
         "--price",
         type=price,
         action="append",
@@ -304,6 +313,10 @@ def _run(args: argparse.Namespace) -> int:
     options_for_backend = backend_options(args.backend, args.backend_option)
     agent_factory = _agent_factory(args)
     _check_outputs(args)
+    if args.grading == "strict" and args.grade_in == "same":
+        raise ConfigError(
+            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
+        )
     tasks, errors = _tasks_to_run(args, sources)
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
@@ -384,6 +397,7 @@ def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) 
         retries=args.retries,
         warm=args.warm,
         grade_in=None if args.grade_in == "default" else args.grade_in,
+        grading=args.grading,
         price=price_for(args.backend, args.price),
     )
 
@@ -407,6 +421,7 @@ def _write_outputs(
                 "backend": args.backend,
                 "agent": args.agent,
                 "grade_in": args.grade_in,
+                "grading": args.grading,
                 "sources": sources,
                 "skipped_rows": errors,
             }

@@ -23,6 +23,7 @@ from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["GradeIn", "grade_fresh", "resolve_grade_in"]
@@ -53,31 +54,65 @@ def grade_fresh(
     *,
     timeout: float = DEFAULT_TEST_TIMEOUT,
     patch_error: str | None = None,
+    strict: bool = False,
 ) -> GradeResult:
     """Start ``sandbox`` (not yet started), ready it for ``task``, apply ``patch``, grade, close.
 
     The caller creates the sandbox (from the task's config, on the agent's backend) so that it
-    can track it for cancellation and read its accounting afterwards.
+    can track it for cancellation and read its accounting afterwards.  ``strict`` applies only
+    the part of ``patch`` that :mod:`sandbox_runtime.swe.strict` allows, and the result lists
+    what it dropped.
     """
     try:
-        if patch_error is not None:
-            return grade(task, sandbox, timeout=timeout, patch_error=patch_error)
-        try:
-            sandbox.start()
-            prepare(task, sandbox)
-            sandbox.base_commit(refresh=True)
-            if patch.strip():
-                applied = sandbox.apply_patch(patch)
-                if not applied:
-                    message = (applied.message or "the patch does not apply").strip()[:500]
-                    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {message}")
-        except SandboxError as exc:
-            return GradeResult(
-                None, f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
-            )
-        return grade(task, sandbox, timeout=timeout)
+        graded, dropped = _start_apply_grade(task, sandbox, patch, timeout, patch_error, strict)
     finally:
         try:
             sandbox.close()
         except SandboxError as exc:
             logger.warning("closing the grading sandbox of %s failed: %s", task.task_id, exc)
+    if strict:
+        graded.grading = GradingMode.STRICT.value
+        graded.dropped = [change.to_dict() for change in dropped]
+    return graded
+
+
+def _start_apply_grade(
+    task: Task,
+    sandbox: SandboxRuntime,
+    patch: str,
+    timeout: float,
+    patch_error: str | None,
+    strict: bool,
+) -> tuple[GradeResult, list[DroppedChange]]:
+    if patch_error is not None:
+        return grade(task, sandbox, timeout=timeout, patch_error=patch_error), []
+    try:
+        sandbox.start()
+        prepare(task, sandbox)
+        sandbox.base_commit(refresh=True)
+        failure, dropped = _apply(task, sandbox, patch, strict=strict)
+    except SandboxError as exc:
+        error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
+        return GradeResult(None, error), []
+    if failure is not None:
+        return failure, dropped
+    return grade(task, sandbox, timeout=timeout), dropped
+
+
+def _apply(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool
+) -> tuple[GradeResult | None, list[DroppedChange]]:
+    """Apply ``patch`` (all of it, or what strict grading allows); a 0 when it does not apply."""
+    if strict:
+        done = apply_strict(task, sandbox, patch)
+        applied, message, dropped = done.applied, done.message, done.dropped
+    elif patch.strip():
+        result = sandbox.apply_patch(patch)
+        applied, message, dropped = result.applied, result.message, []
+    else:
+        return None, []
+    if applied:
+        return None, dropped
+    text = (message or "the patch does not apply").strip()[:500]
+    failed = GradeResult(0.0, f"patch did not apply in the fresh sandbox: {text}")
+    return failed, dropped
