@@ -85,6 +85,23 @@ def _existing_files(patch: str) -> list[str]:
     return files
 
 
+def _created_files(patch: str) -> list[str]:
+    """The paths a patch creates (``--- /dev/null``), removed after the run.
+
+    So the agent's diff and a later grading in the same sandbox never see them (the harness
+    discards its container instead).
+    """
+    files: list[str] = []
+    current = ""
+    for line in patch.splitlines():
+        head = _DIFF_HEAD.match(line)
+        if head:
+            current = head.group("new").strip().strip('"')
+        elif line.startswith("--- /dev/null") and current and current not in files:
+            files.append(current)
+    return files
+
+
 def runnable(paths: Iterable[str]) -> list[str]:
     """``paths`` without those the harness never hands a runner (``NON_TEST_EXTS``)."""
     return [p for p in paths if not p.endswith(NON_TEST_SUFFIXES)]
@@ -111,6 +128,7 @@ def _apply(test_patch: str) -> list[str]:
 
 def _script(setup: list[str], test_patch: str, base: str, run: list[str]) -> str:
     reset = _reset(base, _existing_files(test_patch))
+    remove = [f"rm -f -- {shlex.quote(p)}" for p in _created_files(test_patch)]
     lines = [
         "set -uo pipefail",
         _CONDA,
@@ -122,6 +140,7 @@ def _script(setup: list[str], test_patch: str, base: str, run: list[str]) -> str
         "status=$?",
         f"echo '{_swebench.END_TEST_OUTPUT}'",
         *reset,
+        *remove,
         'exit "$status"',
     ]
     return "\n".join(lines) + "\n"
