@@ -135,3 +135,26 @@ def test_a_log_that_cannot_be_matched_gives_no_verdict(sandbox: SandboxRuntime) 
     assert result.reward is None, result.test_output
     assert result.reason.startswith("test error: the log does not name the row's tests")
     assert renamed[0] in result.reason
+
+
+def test_a_run_that_collected_nothing_is_no_test_results_not_a_zero(
+    sandbox: SandboxRuntime,
+) -> None:
+    # A row's own script that hands pytest only a fixture file: pytest prints
+    # "ERROR: found no collectors ..." (or "not found"), collects nothing and exits 4.
+    script = (
+        "mkdir -p tests/static && echo 'a = 1' > tests/static/config.toml\n"
+        "echo '>>>>> Start Test Output'\n"
+        "pytest -rA -p no:cacheprovider tests/static/config.toml 2>&1\n"
+        "echo '>>>>> End Test Output'\n"
+        "rm -rf tests/static\n"
+    )
+    grading = _task("pytest-dev/pytest").grading_as(SWEBenchGrading)
+    task = _task("pytest-dev/pytest").model_copy(
+        update={"grading": grading.model_copy(update={"eval_script": script})}
+    )
+    result = grade(task, sandbox)
+    assert "ERROR: " in result.test_output  # pytest's own error line was there
+    assert result.status_map == {}
+    assert result.reward is None
+    assert result.reason == "test error: no test results in the output (exit code 0)"
