@@ -16,6 +16,7 @@ its verdicts with the library's, id by id.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,8 +65,7 @@ class Disagreement:
     def line(self) -> str:
         """``null: PASS_TO_PASS tests/x.py::y failed (expected to pass)``."""
         return (
-            f"{self.run}: {self.listed_in} {self.test_id} {self.why} "
-            f"(expected to {self.expected})"
+            f"{self.run}: {self.listed_in} {self.test_id} {self.why} (expected to {self.expected})"
         )
 
 
@@ -159,10 +159,8 @@ def in_fresh_sandbox(
     try:
         return action(sandbox)
     finally:
-        try:
+        with contextlib.suppress(SandboxError):
             sandbox.close()
-        except SandboxError:
-            pass
 
 
 def disagreements(task: Task, gold: GradeResult, null: GradeResult) -> list[Disagreement]:

@@ -31,7 +31,7 @@ _LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 
 
 def _harness() -> tuple[Any, Any]:
-    """swebench's ``make_test_spec`` and its grading module (ImportError without them)."""
+    """The harness's ``make_test_spec`` and its grading module (ImportError without them)."""
     module = importlib.import_module("swebench.harness.test_spec.test_spec")
     grading = importlib.import_module("swebench.harness.grading")
     return module.make_test_spec, grading
@@ -76,7 +76,7 @@ def _harness_run(task: Task, sandbox: SandboxRuntime, spec: Any, which: str, tim
 
 
 def _harness_report(task: Task, spec: Any, grading: Any, log: str, which: str) -> dict[str, Any]:
-    """swebench's own report on ``log`` (resolved, and each id's success or failure)."""
+    """The harness's own report on ``log`` (resolved, and each id's success or failure)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "test_output.txt"
         path.write_text(log, encoding="utf-8")
@@ -99,7 +99,8 @@ def _compare_run(
     harness_resolved = bool(harness.get("resolved")) if harness.get("found") else None
     if library_resolved != harness_resolved:
         differences.append(
-            f"{which}: verdict: library {_word(library_resolved)}, harness {_word(harness_resolved)}"
+            f"{which}: verdict: library {_word(library_resolved)}, "
+            f"harness {_word(harness_resolved)}"
         )
     statuses = harness.get("tests_status") or {}
     compared = 0
