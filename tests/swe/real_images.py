@@ -84,8 +84,18 @@ def _wheels(specs: tuple[str, ...], into: Path) -> None:
     cache = Path.home() / ".cache" / "sandbox-runtime-tests" / "wheels"
     cache.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--no-deps"]
-        + ["--dest", str(cache), *specs],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--only-binary=:all:",
+            "--no-deps",
+            "--dest",
+            str(cache),
+            *specs,
+        ],
         check=True,
         capture_output=True,
     )
