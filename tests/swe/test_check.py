@@ -11,7 +11,9 @@ import pytest
 
 from sandbox_runtime.cli import main
 from sandbox_runtime.swe.check import Disagreement, diagnose, disagreements, why_not_passed
+from sandbox_runtime.swe.check_harness import compare_run
 from sandbox_runtime.swe.dataset import load_rows
+from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.rows import parse_row
@@ -118,3 +120,29 @@ def test_broken_image_and_bad_row_are_reported(
     assert ("gold", _BROKEN_P2P, "failed") in found
     assert row["null"]["outcome"] == "unresolved"
     assert row["gold"]["outcome"] == "unresolved"
+
+
+def test_harness_comparison_names_each_id_and_verdict_that_differ() -> None:
+    task = parse_row(_csvline_row())
+    f2p = "tests/test_core.py::TestSplitRow::test_only_delimiter"
+    grading = task.grading_as(SWEBenchGrading)
+    everything = list(grading.fail_to_pass + grading.pass_to_pass)
+    harness = {
+        "found": True,
+        "resolved": True,
+        "tests_status": {
+            "FAIL_TO_PASS": {"success": list(grading.fail_to_pass), "failure": []},
+            "PASS_TO_PASS": {"success": list(grading.pass_to_pass), "failure": []},
+        },
+    }
+    agreeing = GradeResult(1.0, "resolved", status_map=dict.fromkeys(everything, "PASSED"))
+    assert compare_run(task, agreeing, harness, "gold") == ([], len(everything))
+    one_failed = GradeResult(0.0, "tests failed", status_map={**agreeing.status_map, f2p: "FAILED"})
+    lines, _ = compare_run(task, one_failed, harness, "gold")
+    assert lines == [
+        "gold: verdict: library unresolved, harness resolved",
+        f"gold: FAIL_TO_PASS {f2p}: library failed, harness passed",
+    ]
+    no_verdict, _ = compare_run(task, GradeResult(None, "test error"), harness, "gold")
+    assert no_verdict[0] == "gold: verdict: library no verdict, harness resolved"
+    assert len(no_verdict) == 1 + len(everything)

@@ -25,7 +25,7 @@ from sandbox_runtime.swe.parsers import PASSED_STATUSES
 from sandbox_runtime.swe.runner import RunOptions
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["compare_with_harness", "harness_problem"]
+__all__ = ["compare_run", "compare_with_harness", "harness_problem"]
 
 _LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 
@@ -89,7 +89,7 @@ def _harness_report(task: Task, spec: Any, grading: Any, log: str, which: str) -
     return dict(report[task.task_id])
 
 
-def _compare_run(
+def compare_run(
     task: Task, library: GradeResult, harness: dict[str, Any], which: str
 ) -> tuple[list[str], int]:
     """The differences of one run (lines) and how many ids were compared."""
@@ -140,14 +140,14 @@ def compare_with_harness(task: Task, options: RunOptions, checked: RowCheck) -> 
         report = _one_harness_run(task, options, spec, grading, which)
         runs[which] = report
         if library is not None:
-            lines, count = _compare_run(task, library, report, which)
+            lines, count = compare_run(task, library, report, which)
             differences += lines
             compared += count
     agrees = not differences
     summary = (
         f"agrees on {compared} id verdict(s) over gold and null"
         if agrees
-        else f"{len(differences)} difference(s) over {compared} id verdict(s)"
+        else f"{len(differences)} difference(s); {compared} id verdict(s) compared"
     )
     return {"agrees": agrees, "summary": summary, "differences": differences, "runs": runs}
 
