@@ -40,7 +40,12 @@ def test_ids_that_disagree_and_why() -> None:
     assert whys[("gold", _BROKEN_P2P)] == "missing from the log"
     assert whys[("null", f2p)] == "passed"
     assert whys[("null", _BROKEN_P2P)] == "missing from the log"
-    assert diagnose(gold, null, found).startswith("broken image: PASS_TO_PASS tests fail")
+    assert diagnose(gold, null, found).startswith("ids not in the log: 9 of the row's test ids")
+    null.status_map[_BROKEN_P2P] = "FAILED"
+    found = disagreements(task, gold, null)
+    assert diagnose(gold, null, found) == (
+        "broken image: PASS_TO_PASS tests fail before any patch (1)"
+    )
 
 
 def test_diagnosis_of_each_shape() -> None:

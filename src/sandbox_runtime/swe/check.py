@@ -46,6 +46,7 @@ __all__ = [
 
 GOLD = "gold"
 NULL = "null"
+MISSING = "missing from the log"
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def _run_dict(result: GradeResult | None) -> dict[str, Any] | None:
 def why_not_passed(status: str | None) -> str:
     """Why a test that should pass did not: its status in words."""
     if status is None:
-        return "missing from the log"
+        return MISSING
     return {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}.get(status, status.lower())
 
 
@@ -201,11 +202,20 @@ def diagnose(gold: GradeResult, null: GradeResult, found: Sequence[Disagreement]
 
     The no-patch run speaks first: tests that already pass (FAIL_TO_PASS) or already fail
     (PASS_TO_PASS) before any patch are the image's or the row's fault, whatever gold did.
+    Ids the log does not name at all are told apart: there the row's ids and the test
+    runner's disagree (a grading difference), which says nothing about the image.
     """
     null_f2p = [d for d in found if d.run == NULL and d.listed_in == "FAIL_TO_PASS"]
     null_p2p = [d for d in found if d.run == NULL and d.listed_in == "PASS_TO_PASS"]
-    if null_p2p:
-        return f"broken image: PASS_TO_PASS tests fail before any patch ({len(null_p2p)})"
+    failing = [d for d in null_p2p if d.why != MISSING]
+    if failing:
+        return f"broken image: PASS_TO_PASS tests fail before any patch ({len(failing)})"
+    missing = [d for d in found if d.why == MISSING]
+    if missing:
+        return (
+            f"ids not in the log: {len(missing)} of the row's test ids are missing from the "
+            "test output (the row's ids and the runner's differ, or those tests did not run)"
+        )
     if null_f2p:
         return (
             "broken image or row: FAIL_TO_PASS tests already pass before any patch "
