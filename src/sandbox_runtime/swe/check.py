@@ -16,7 +16,6 @@ its verdicts with the library's, id by id.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,21 +24,19 @@ from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
-from sandbox_runtime.swe.grading import GradeResult, grade
+from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.isolation import grade_fresh
 from sandbox_runtime.swe.parsers import PASSED_STATUSES
-from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
     "Disagreement",
     "RowCheck",
-    "apply_gold",
     "check_task",
     "check_tasks",
-    "in_fresh_sandbox",
+    "graded_run",
     "table",
     "why_not_passed",
 ]
@@ -119,49 +116,21 @@ def why_not_passed(status: str | None) -> str:
     return {"FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped"}.get(status, status.lower())
 
 
-def run_patched(task: Task, sandbox: SandboxRuntime, which: str, timeout: float) -> GradeResult:
-    """Start ``sandbox``, ready it, apply the gold patch (``which == 'gold'``) or none, grade.
+def graded_run(task: Task, options: RunOptions, which: str) -> GradeResult:
+    """Grade ``task`` in a new sandbox of its image with the gold patch (``gold``) or none.
 
-    A sandbox fault is an ``error`` outcome, as in a run; the caller closes the sandbox.
+    Exactly what ``run`` does when it grades a diff in a fresh sandbox
+    (:func:`~sandbox_runtime.swe.isolation.grade_fresh`), the diff being the gold patch.
     """
-    try:
-        sandbox.start()
-        prepare(task, sandbox)
-        sandbox.base_commit(refresh=True)
-        if which == GOLD:
-            problem = apply_gold(task, sandbox)
-            if problem is not None:
-                return GradeResult(0.0, f"patch did not apply: {problem}")
-    except SandboxError as exc:
-        return GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
-    return grade(task, sandbox, timeout=timeout)
-
-
-def apply_gold(task: Task, sandbox: SandboxRuntime) -> str | None:
-    """None when the gold patch applied, else what the patch tool said."""
-    if not task.gold_patch.strip():
-        return "the row has no gold patch"
-    if task.gold_patch_reversed:
-        applied, message = apply_reversed(sandbox, task.gold_patch)
-    else:
-        result = sandbox.apply_patch(task.gold_patch)
-        applied, message = result.applied, result.message
-    return None if applied else (message.strip()[:500] or "the gold patch does not apply")
-
-
-def in_fresh_sandbox(
-    task: Task, options: RunOptions, action: Callable[[SandboxRuntime], GradeResult]
-) -> GradeResult:
-    """``action`` on a new sandbox of the task's image, closed afterwards whatever happens."""
+    if which == GOLD and not task.gold_patch.strip():
+        return GradeResult(0.0, "patch did not apply: the row has no gold patch")
     try:
         sandbox = SandboxRuntime(task_sandbox_config(task, options))
     except SandboxError as exc:
         return GradeResult(None, f"infrastructure error: {type(exc).__name__}: {exc}")
-    try:
-        return action(sandbox)
-    finally:
-        with contextlib.suppress(SandboxError):
-            sandbox.close()
+    patch = task.gold_patch if which == GOLD else ""
+    reverse = which == GOLD and task.gold_patch_reversed
+    return grade_fresh(task, sandbox, patch, timeout=options.test_timeout, reverse=reverse)
 
 
 def disagreements(task: Task, gold: GradeResult, null: GradeResult) -> list[Disagreement]:
@@ -241,13 +210,8 @@ def check_task(
     """Gold and null in fresh sandboxes, the ids that disagree, a diagnosis; see the module."""
     began = time.monotonic()
     checked = RowCheck(task_id=task.task_id, image=task.image or "")
-    timeout = options.test_timeout
-    checked.gold = in_fresh_sandbox(
-        task, options, lambda box: run_patched(task, box, GOLD, timeout)
-    )
-    checked.null = in_fresh_sandbox(
-        task, options, lambda box: run_patched(task, box, NULL, timeout)
-    )
+    checked.gold = graded_run(task, options, GOLD)
+    checked.null = graded_run(task, options, NULL)
     checked.disagreements = disagreements(task, checked.gold, checked.null)
     checked.diagnosis = diagnose(checked.gold, checked.null, checked.disagreements)
     checked.ok = checked.diagnosis == "OK"

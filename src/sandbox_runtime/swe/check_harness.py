@@ -11,6 +11,7 @@ the comparison says so instead of pretending to agree.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import tempfile
 from pathlib import Path
@@ -18,11 +19,12 @@ from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.swe.check import GOLD, NULL, RowCheck, apply_gold, in_fresh_sandbox
+from sandbox_runtime.swe.check import GOLD, NULL, RowCheck
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.isolation import apply_diff
 from sandbox_runtime.swe.parsers import PASSED_STATUSES
-from sandbox_runtime.swe.runner import RunOptions
+from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["compare_run", "compare_with_harness", "harness_problem"]
@@ -65,7 +67,7 @@ def _harness_run(task: Task, sandbox: SandboxRuntime, spec: Any, which: str, tim
     """The log of the harness's eval script after the gold patch (or none); raises on faults."""
     sandbox.start()
     if which == GOLD:
-        problem = apply_gold(task, sandbox)
+        problem = apply_diff(sandbox, task.gold_patch, reverse=task.gold_patch_reversed)
         if problem is not None:
             raise SandboxError(f"the gold patch did not apply: {problem}")
     sandbox.write_text("/eval.sh", spec.eval_script)
@@ -156,16 +158,15 @@ def _one_harness_run(
     task: Task, options: RunOptions, spec: Any, grading: Any, which: str
 ) -> dict[str, Any]:
     """One harness run's report, with ``found`` (a log the harness could read) and ``error``."""
-    captured: dict[str, Any] = {}
-
-    def run(sandbox: SandboxRuntime) -> GradeResult:
-        captured["log"] = _harness_run(task, sandbox, spec, which, options.test_timeout)
-        return GradeResult(None, "")
-
     try:
-        in_fresh_sandbox(task, options, run)
+        sandbox = SandboxRuntime(task_sandbox_config(task, options))
+        try:
+            log = _harness_run(task, sandbox, spec, which, options.test_timeout)
+        finally:
+            with contextlib.suppress(SandboxError):
+                sandbox.close()
     except SandboxError as exc:
         return {"found": False, "resolved": None, "error": f"{type(exc).__name__}: {exc}"}
-    report = _harness_report(task, spec, grading, captured["log"], which)
+    report = _harness_report(task, spec, grading, log, which)
     report["found"] = bool(report.get("patch_successfully_applied"))
     return report

@@ -20,12 +20,13 @@ import logging
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["GradeIn", "grade_fresh", "resolve_grade_in"]
+__all__ = ["GradeIn", "apply_diff", "grade_fresh", "resolve_grade_in"]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
@@ -53,11 +54,13 @@ def grade_fresh(
     *,
     timeout: float = DEFAULT_TEST_TIMEOUT,
     patch_error: str | None = None,
+    reverse: bool = False,
 ) -> GradeResult:
     """Start ``sandbox`` (not yet started), ready it for ``task``, apply ``patch``, grade, close.
 
     The caller creates the sandbox (from the task's config, on the agent's backend) so that it
-    can track it for cancellation and read its accounting afterwards.
+    can track it for cancellation and read its accounting afterwards.  ``reverse`` applies
+    ``patch`` in reverse (a SWE-smith row's fix is its bug patch reverted).
     """
     try:
         if patch_error is not None:
@@ -67,10 +70,9 @@ def grade_fresh(
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
             if patch.strip():
-                applied = sandbox.apply_patch(patch)
-                if not applied:
-                    message = (applied.message or "the patch does not apply").strip()[:500]
-                    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {message}")
+                problem = apply_diff(sandbox, patch, reverse=reverse)
+                if problem is not None:
+                    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {problem}")
         except SandboxError as exc:
             return GradeResult(
                 None, f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
@@ -81,3 +83,13 @@ def grade_fresh(
             sandbox.close()
         except SandboxError as exc:
             logger.warning("closing the grading sandbox of %s failed: %s", task.task_id, exc)
+
+
+def apply_diff(sandbox: SandboxRuntime, patch: str, *, reverse: bool = False) -> str | None:
+    """None when ``patch`` applied (in reverse if asked), else what the patch tool said."""
+    if reverse:
+        applied, message = apply_reversed(sandbox, patch)
+    else:
+        result = sandbox.apply_patch(patch)
+        applied, message = result.applied, result.message
+    return None if applied else ((message or "").strip()[:500] or "the patch does not apply")
