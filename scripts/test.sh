@@ -84,6 +84,10 @@ if [ "$#" -eq 0 ]; then
     -q -n 2 -p xdist
   log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
   bash tests/run_with_version.sh swebench 3.0.2 tests/swe tests/integrations -q -n 2 -p xdist
+  log "SWE-bench grading without the harness's specifications (swebench 5.x: the fallback)"
+  bash tests/run_with_version.sh swebench 5.0.2 tests/swe/test_swebench_eval.py \
+    tests/swe/test_swebench_eval_docker.py tests/swe/test_grading.py tests/swe/test_parsers.py \
+    -q -n 2 -p xdist
   log "verl's own reward managers over the project's parquet (verl from PyPI, CPU torch)"
   if [ ! -x .venv-verl/bin/python ]; then
     python3 -m venv .venv-verl
