@@ -10,14 +10,22 @@ from typing import Any
 import pytest
 
 from sandbox_runtime.cli import main
-from sandbox_runtime.swe.check import Disagreement, diagnose, disagreements, why_not_passed
+from sandbox_runtime.swe.check import (
+    Disagreement,
+    check_tasks,
+    diagnose,
+    disagreements,
+    why_not_passed,
+)
 from sandbox_runtime.swe.check_harness import compare_run
 from sandbox_runtime.swe.dataset import load_rows
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.rows import parse_row
+from sandbox_runtime.swe.runner import RunOptions
 from sandbox_runtime.swe.samples import sample_names
+from sandbox_runtime.swe.task import Task
 from tests.conftest import DOCKER_IMAGE
 
 _ROW_ID = "sandbox-runtime-samples__csvline-1"
@@ -64,6 +72,7 @@ def test_diagnosis_of_each_shape() -> None:
 def _check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
     code = main(["tasks", "check", *args, "--backend", "docker", "--json"])
     captured = capsys.readouterr()
+    assert captured.out.startswith("{"), f"exit {code}, stderr: {captured.err}"
     return code, json.loads(captured.out), captured.err
 
 
@@ -100,7 +109,7 @@ def test_bundled_tasks_check_ok(
     rows = body["rows"]
     assert isinstance(rows, list)
     assert len(rows) == 10
-    assert [row["diagnosis"] for row in rows] == ["OK"] * 10
+    assert [row["diagnosis"] for row in rows] == ["OK"] * 10, rows
     assert all(row["gold"]["outcome"] == "resolved" for row in rows)
     assert all(row["null"]["outcome"] == "unresolved" for row in rows)
     assert code == 0
@@ -151,3 +160,20 @@ def test_harness_comparison_names_each_id_and_verdict_that_differ() -> None:
     no_verdict, _ = compare_run(task, GradeResult(None, "test error"), harness, "gold")
     assert no_verdict[0] == "gold: verdict: library no verdict, harness resolved"
     assert len(no_verdict) == 1 + len(everything)
+
+
+def test_a_row_whose_check_raises_is_reported_and_the_others_still_run() -> None:
+    task = parse_row(_csvline_row())
+    other = task.model_copy(update={"task_id": "other"})
+
+    def harness(checked: Task, *_: object) -> dict[str, Any]:
+        if checked.task_id == "other":
+            raise RuntimeError("the harness broke")
+        return {"agrees": None, "summary": "not compared"}
+
+    options = RunOptions(backend="no-such-backend", jobs=2)
+    first, second = check_tasks([task, other], options, harness=harness)
+    assert first.diagnosis.startswith("no verdict with the gold patch: infrastructure error")
+    assert second.diagnosis == "check failed: RuntimeError: the harness broke"
+    assert not first.ok
+    assert not second.ok

@@ -16,7 +16,9 @@ its verdicts with the library's, id by id.
 
 from __future__ import annotations
 
+import logging
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +42,8 @@ __all__ = [
     "table",
     "why_not_passed",
 ]
+
+logger = logging.getLogger("sandbox_runtime.swe")
 
 GOLD = "gold"
 NULL = "null"
@@ -234,7 +238,12 @@ def check_tasks(
     """:func:`check_task` for every task, ``options.jobs`` at a time, in task order."""
 
     def one(task: Task) -> RowCheck:
-        checked = check_task(task, options, harness=harness)
+        try:
+            checked = check_task(task, options, harness=harness)
+        except Exception as exc:  # one row's fault never stops the others (as in ``run``)
+            logger.debug("checking %s failed:\n%s", task.task_id, traceback.format_exc())
+            checked = RowCheck(task_id=task.task_id, image=task.image or "")
+            checked.diagnosis = f"check failed: {type(exc).__name__}: {exc}"
         if on_done is not None:
             on_done(checked)
         return checked
