@@ -3,7 +3,8 @@
 ``sandbox-runtime run TASKS --backend B --agent A -j N --report report.json --trajectories
 t.jsonl`` is the main job (see :mod:`sandbox_runtime.swe.runner`); ``--ds-json ENTRY`` runs
 one dataset entry as a smoke test and writes the report in Graph Planner's shape.
-``sandbox-runtime tasks`` lists, converts and exports task sets and builds sample images.
+``sandbox-runtime tasks`` lists, converts, checks (:mod:`sandbox_runtime.cli._check`) and
+exports task sets and builds sample images.
 
 Imports here stay light: the runner, the agents and the optional packages load when a
 command runs, not when the CLI is assembled.
@@ -27,6 +28,7 @@ from sandbox_runtime.cli._args import (
     price_for,
     run_interruptibly,
 )
+from sandbox_runtime.cli._check import add_check
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
 
@@ -196,6 +198,7 @@ def _register_tasks(subparsers: Any) -> None:
     tasks = subparsers.add_parser("tasks", help="list, convert and export SWE task sets")
     sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
     _add_list_and_convert(sub)
+    add_check(sub)
     _add_rllm(sub)
     build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
     build.add_argument("--base-image", help="base with python3, git and bash")
