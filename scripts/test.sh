@@ -54,7 +54,7 @@ stamp=".venv/.pyproject.sha256"
 projects="$(cat pyproject.toml emulators/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$projects" ] \
   || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
-  log "installing sandbox-runtime[all,test] and sandbox-runtime-emulators"
+  log "installing sandbox-runtime-swe[all,test] and sandbox-runtime-emulators"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]' -e ./emulators
   echo "$projects" >"$stamp"
 fi
@@ -96,6 +96,8 @@ if [ "$#" -eq 0 ]; then
       verl==0.9.1 -e '.[datasets]' pytest pytest-timeout
   fi
   .venv-verl/bin/python -m pytest tests/verl -q
+  log "the training stacks resolve with docs/training.md's commands (uv, --dry-run)"
+  bash scripts/check-stacks.sh
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
     tests/backends/test_kubernetes_emulator.py tests/backends/test_kubernetes_offline.py \
