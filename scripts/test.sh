@@ -55,6 +55,11 @@ projects="$(cat pyproject.toml emulators/pyproject.toml | sha256sum | cut -d' ' 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$projects" ] \
   || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
   log "installing sandbox-runtime-swe[all,test] and sandbox-runtime-emulators"
+  # 'sandbox-runtime' is this project's name before 0.1.0's rename, or PyPI's other project
+  # with the same import package: either way it must not share the venv (README: Install).
+  if .venv/bin/python -m pip show --quiet sandbox-runtime >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall --quiet --yes sandbox-runtime
+  fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]' -e ./emulators
   echo "$projects" >"$stamp"
 fi
