@@ -124,3 +124,27 @@ def test_the_data_steps_run_as_written(tmp_path: Path) -> None:
 def test_the_classification_itself(line: str, expected: bool) -> None:
     code, _, comment = line.partition(" #")
     assert (bool(MARKED.search("#" + comment)) or _run_in_ci(code.strip())) is expected
+
+
+def _pins(path: Path) -> dict[str, str]:
+    """``name==version`` lines of a requirements file and those it includes with ``-r``."""
+    found: dict[str, str] = {}
+    for line in path.read_text("utf-8").splitlines():
+        if line.startswith("-r "):
+            found |= _pins(path.parent / line[3:].strip())
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep and " " not in name and "@" not in name:
+            found[name.lower().replace("_", "-")] = version.strip()
+    return found
+
+
+@pytest.mark.parametrize("stack", ["stack-seeds", "stack-main", "stack-main-verl08"])
+def test_each_lock_holds_its_input_s_pins(stack: str) -> None:
+    """A lock written before its input changed would install other versions than it says."""
+    requirements = ROOT / "requirements"
+    wanted = _pins(requirements / f"{stack}.in")
+    locked = _pins(requirements / f"{stack}.txt")
+    assert wanted, stack
+    assert {name: locked.get(name) for name in wanted} == wanted
+    assert "sandbox-runtime-swe" not in locked  # installed from the clone
+    assert "rllm" not in locked  # installed --no-deps from its checkout
