@@ -1,7 +1,7 @@
 """The seam to the ``swebench`` package: its log parsers and its grading, when installed.
 
 SWE-bench rows are graded with the harness's own code where it is installed (``pip install
-'sandbox-runtime[swebench]'``): the per-repository log parser and ``get_eval_tests_report`` /
+'sandbox-runtime-swe[swebench]'``): the per-repository log parser and ``get_eval_tests_report`` /
 ``get_resolution_status``.  The package moved things between releases (``MAP_REPO_TO_PARSER``
 until 4.x; a name registry plus per-language maps in 5.x), so the lookups here try each
 place.  Without the package, :func:`evaluate` applies the same rule with our own small code
