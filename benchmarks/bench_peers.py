@@ -34,7 +34,7 @@ Setup and usage::
 
 (``--peers-dir DIR`` or ``--mini-python`` / ``--swerex-python`` point elsewhere.)
 
-``--chart`` needs matplotlib (``pip install 'sandbox-runtime[bench]'``).
+``--chart`` needs matplotlib (``pip install 'sandbox-runtime-swe[bench]'``).
 """
 
 from __future__ import annotations

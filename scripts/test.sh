@@ -54,7 +54,12 @@ stamp=".venv/.pyproject.sha256"
 projects="$(cat pyproject.toml emulators/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$projects" ] \
   || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
-  log "installing sandbox-runtime[all,test] and sandbox-runtime-emulators"
+  log "installing sandbox-runtime-swe[all,test] and sandbox-runtime-emulators"
+  # 'sandbox-runtime' is this project's name before 0.1.0's rename, or PyPI's other project
+  # with the same import package: either way it must not share the venv (README: Install).
+  if .venv/bin/python -m pip show --quiet sandbox-runtime >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall --quiet --yes sandbox-runtime
+  fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[all,test]' -e ./emulators
   echo "$projects" >"$stamp"
 fi
@@ -84,6 +89,10 @@ if [ "$#" -eq 0 ]; then
     -q -n 2 -p xdist
   log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
   bash tests/run_with_version.sh swebench 3.0.2 tests/swe tests/integrations -q -n 2 -p xdist
+  log "SWE-bench grading without the harness's specifications (swebench 5.x: the fallback)"
+  bash tests/run_with_version.sh swebench 5.0.2 tests/swe/test_swebench_eval.py \
+    tests/swe/test_swebench_eval_docker.py tests/swe/test_grading.py tests/swe/test_parsers.py \
+    -q -n 2 -p xdist
   log "verl's own reward managers over the project's parquet (verl from PyPI, CPU torch)"
   if [ ! -x .venv-verl/bin/python ]; then
     python3 -m venv .venv-verl
@@ -96,6 +105,8 @@ if [ "$#" -eq 0 ]; then
       verl==0.9.1 -e '.[datasets]' pytest pytest-timeout
   fi
   .venv-verl/bin/python -m pytest tests/verl -q
+  log "the training stacks resolve with docs/training.md's commands (uv, --dry-run)"
+  bash scripts/check-stacks.sh
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
     tests/backends/test_kubernetes_emulator.py tests/backends/test_kubernetes_offline.py \

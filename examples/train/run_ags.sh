@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # PPO (RLOO) on R2E-Gym tasks with rLLM + verl, every rollout's sandbox on Tencent AGS.
-# The seeds' settings, scaled to one 8-GPU node; see docs/training.md for the install recipe.
+# The seeds' settings, scaled to one 8-GPU node.
 #
 #   export TENCENTCLOUD_SECRET_ID=... TENCENTCLOUD_SECRET_KEY=... E2B_API_KEY=...
 #   sandbox-runtime ags sync --dataset r2e_subset.jsonl --out mapping.json -j 8  # one tool per image
 #   sandbox-runtime tasks rllm r2e_subset.jsonl --register R2E_Gym_Subset --split train --sort-by-image
 #   bash examples/train/run_ags.sh [more Hydra overrides]
 #
-# BACKEND=docker|kubernetes|local moves the rollouts elsewhere; ENV=r2egym uses rLLM's own
-# SWEEnv and R2E-Gym's RepoEnv (R2E-Gym installed) instead of this library's SWEEnv.
+# The seeds' stack of docs/training.md (rLLM 4762c2dd, verl 0.5.0, vLLM 0.8.5.post1, R2E-Gym
+# 0d94c4e: uv pip install -r requirements/stack-seeds.txt '.[all]', then rLLM and R2E-Gym
+# --no-deps).  BACKEND=docker|kubernetes moves the rollouts elsewhere (local only with
+# +rllm.env.env_args.backend_options.isolation=namespace); ENV=r2egym uses rLLM's own SWEEnv
+# and R2E-Gym's RepoEnv instead of this library's SWEEnv.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 model="${MODEL:-Qwen/Qwen3-8B}"

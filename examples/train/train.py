@@ -1,9 +1,10 @@
 """PPO on R2E-Gym tasks with rLLM + verl, every rollout in a sandbox of this library.
 
 The seeds' ``train.py``, with the sandbox part swapped: the same ``AgentTrainer``, the same
-Hydra overrides, and ``+rllm.env.env_args.backend=ags`` (or ``docker``, ``kubernetes``,
-``local``) picks where each rollout's sandbox runs. Two environments, chosen with
-``+sandbox_runtime.env=...``:
+Hydra overrides, and ``+rllm.env.env_args.backend=ags`` (or ``docker``, ``kubernetes``;
+``local`` only with namespaced isolation) picks where each rollout's sandbox runs. Needs the
+seeds' stack (rLLM 4762c2dd: rLLM main has no ``rllm.agents.swe_agent``). Two environments,
+chosen with ``+sandbox_runtime.env=...``:
 
 * ``ours`` (default): :class:`sandbox_runtime.integrations.rllm.SWEEnv`, R2E-Gym's tools and
   observation framing over any backend, grading by this library (no R2E-Gym needed);

@@ -55,6 +55,11 @@ def _no_sandbox_left(tmp_path: Path) -> None:
         (["exec", "--timeout", "-1", "--", "true"], "--timeout: must be a positive"),
         (["run", "no-such-file.jsonl"], "no such task file: no-such-file.jsonl"),
         (["run", "bundled", "--grade-in", "elsewhere"], "--grade-in: invalid choice"),
+        (["run", "bundled", "--grading", "lax"], "--grading: invalid choice"),
+        (
+            ["run", "bundled", "--grading", "strict", "--grade-in", "same"],
+            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same",
+        ),
         (["run", "bundled", "--price", "cheap"], "expected RATE or BACKEND=RATE"),
         (["run", "bundled", "--price", "ags=-1"], "a price cannot be negative"),
         (["replay", "no-such.jsonl"], "cannot read no-such.jsonl"),

@@ -36,7 +36,7 @@ def library_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels = tmp_path_factory.mktemp("wheels")
     built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", wheels, ROOT)
     assert built.returncode == 0, built.stderr
-    return next(wheels.glob("sandbox_runtime-*.whl"))
+    return next(wheels.glob("sandbox_runtime_swe-*.whl"))
 
 
 @pytest.fixture(scope="module")

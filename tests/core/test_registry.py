@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty-backend"
 def test_builtins_are_registered_through_entry_points() -> None:
     infos = {info.name: info for info in list_backends()}
     assert infos["local"].target == "sandbox_runtime.backends.local:LocalBackend"
-    assert infos["docker"].distribution == "sandbox-runtime"
+    assert infos["docker"].distribution == "sandbox-runtime-swe"
     assert load_backend("local") is LocalBackend
 
 
@@ -57,7 +57,7 @@ def test_known_but_missing_backend_names_its_extra(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(registry.BACKENDS.built_ins, "ags", "no_such_module_for_ags:AgsBackend")
     monkeypatch.setattr(registry.BACKENDS, "entry_points", lambda: {})
     registry.BACKENDS.clear_cache()
-    with pytest.raises(BackendUnavailableError, match=r"pip install 'sandbox-runtime\[ags\]'"):
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'sandbox-runtime-swe\[ags\]'"):
         load_backend("ags")
 
 
@@ -118,7 +118,7 @@ class _BrokenEntryPoint:
     "import_error",
     [
         "No module named 'docker'",
-        "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'",
+        "the docker backend needs docker-py: pip install 'sandbox-runtime-swe[docker]'",
     ],
 )
 def test_backend_whose_dependencies_are_missing_names_its_extra_once(
@@ -135,7 +135,7 @@ def test_backend_whose_dependencies_are_missing_names_its_extra_once(
         load_backend("docker")
     message = str(info.value)
     assert import_error in message
-    assert message.count("pip install 'sandbox-runtime[docker]'") == 1
+    assert message.count("pip install 'sandbox-runtime-swe[docker]'") == 1
 
 
 def test_dotted_path_loads_a_backend_class() -> None:

@@ -33,7 +33,7 @@ def _pyproject(directory: Path) -> dict[str, Any]:
 
 def test_the_installed_library_is_this_version() -> None:
     """Fails after a bump until the checkout is installed again (its metadata is stale)."""
-    assert importlib.metadata.version("sandbox-runtime") == sandbox_runtime.__version__
+    assert importlib.metadata.version("sandbox-runtime-swe") == sandbox_runtime.__version__
 
 
 def test_the_emulators_carry_the_library_s_version() -> None:
@@ -48,7 +48,7 @@ def test_the_emulators_carry_the_library_s_version() -> None:
 def test_the_emulators_pin_exactly_this_library_version() -> None:
     dependencies = _pyproject(ROOT / "emulators")["project"]["dependencies"]
     pins = [Requirement(text) for text in dependencies]
-    library = [pin for pin in pins if pin.name == "sandbox-runtime"]
+    library = [pin for pin in pins if pin.name == "sandbox-runtime-swe"]
     assert len(library) == 1, dependencies
     assert str(library[0].specifier) == f"=={sandbox_runtime.__version__}"
 

@@ -285,3 +285,31 @@ def test_rllm_trainer_drops_error_episodes_under_compact_filtering() -> None:
         groups = _build_trajectory_groups([graded, errored], config)
         assert [len(group.trajectories) for group in groups] == [1]
         assert groups[0].trajectories[0].reward == 0.0  # the graded one only
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_evaluator_grades_strictly_unless_told_otherwise(
+    bundled_tasks: list[Task], docker_image: str
+) -> None:
+    """A conftest that forces every test to pass earns 0 by default and 1 under ``benchmark``."""
+    from sandbox_runtime.swe.images import build_sample_image
+    from tests.swe.hack_corpus import FORCE_PASS
+
+    build_sample_image("pager", base=docker_image)
+    task = task_named(bundled_tasks, "pager", "swebench")
+    body = "".join(f"+{line}\n" for line in FORCE_PASS.splitlines())
+    conftest = (
+        "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/conftest.py\n@@ -0,0 +1,{len(FORCE_PASS.splitlines())} @@\n{body}"
+    )
+    strict = grade_patch(task, conftest, FlowSettings(backend="docker", base_image=docker_image))
+    lenient = grade_patch(
+        task, conftest, FlowSettings(backend="docker", base_image=docker_image, grading="benchmark")
+    )
+    assert (strict.reward, strict.grading, [d["path"] for d in strict.dropped]) == (
+        0.0,
+        "strict",
+        ["conftest.py"],
+    )
+    assert (lenient.reward, lenient.grading) == (1.0, "benchmark")

@@ -189,19 +189,29 @@ def test_which_repository_changes_are_flagged(bundled_tasks: list[Task]) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("grade_in", "reward"), [("same", 1.0), ("fresh", 0.0)])
+@pytest.mark.parametrize(
+    ("grading", "grade_in", "reward", "graded_in"),
+    [
+        ("benchmark", "same", 1.0, "same"),
+        ("benchmark", "fresh", 0.0, "fresh"),
+        ("strict", None, 0.0, "fresh"),  # SWEEnv's default
+    ],
+)
 def test_swe_env_grades_where_told_and_flags_the_gamed_tests(
-    bundled_tasks: list[Task], grade_in: str, reward: float
+    bundled_tasks: list[Task], grading: str, grade_in: str | None, reward: float, graded_in: str
 ) -> None:
     task = task_named(bundled_tasks, "csvline", "r2e")
-    with SWEEnv(task, backend="local", grade_in=grade_in) as env:
+    with SWEEnv(task, backend="local", grade_in=grade_in, grading=grading) as env:
         env.reset()
         command = f"cat > ../root/r2e_tests/test_1.py <<'EOF_T'\n{passing_tests(task)}EOF_T"
         env.step({"name": "execute_bash", "arguments": {"command": command}})
         assert env.compute_final_reward() == reward
         assert env.last_grade is not None
-        assert env.last_grade.grade_in == grade_in
+        assert env.last_grade.grade_in == graded_in
         assert [flag.path for flag in env.last_tamper] == [HELD_OUT]
+        assert env.last_grade.grading == grading
+        dropped = [change["path"] for change in env.last_grade.dropped]
+        assert dropped == ([HELD_OUT] if grading == "strict" else [])
 
 
 def test_swe_env_info_carries_the_accounting(bundled_tasks: list[Task]) -> None:
@@ -233,9 +243,10 @@ def test_verl_reward_details_flag_a_patch_to_the_tests_and_count_its_sandbox(
     assert isinstance(details, dict)
     assert details["score"] == 1.0
     assert details["flagged"] == 1  # the patch edits tests/test_pages.py
+    assert details["dropped"] == 1  # and strict grading (the default) kept that edit out
     assert details["sandbox_seconds"] > 0
     assert details["commands"] > 0
-    assert details["bytes_up"] >= len(task.gold_patch) + len(grading.test_patch)
+    assert details["bytes_up"] >= len(task.gold_patch)  # only the kept part is uploaded
     plain = compute_score("swe", f"```diff\n{task.gold_patch}```", None, task.source, details=True)
     assert isinstance(plain, dict)
     assert (plain["score"], plain["flagged"]) == (1.0, 0)

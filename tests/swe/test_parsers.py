@@ -198,3 +198,35 @@ def test_without_swebench_our_pytest_parser_is_used(monkeypatch: pytest.MonkeyPa
     assert source == "sandbox_runtime:parse_pytest"
     assert parse(PYTEST_LOG) == parse_pytest(PYTEST_LOG)
     assert _swebench.evaluate({"t.py::test_fix": "PASSED"}, F2P, []).graded_by == "sandbox_runtime"
+
+
+# pytest 9's output for a run handed a fixture file (what the library's fallback used to do
+# with a test patch's .toml): nothing collected, exit 4, the error on stderr.
+NO_COLLECTORS_LOG = """\
+============================= test session starts ==============================
+platform linux -- Python 3.11.2, pytest-7.2.1, pluggy-1.0.0+repack
+rootdir: /testbed
+collected 0 items
+
+============================ no tests ran in 0.01s =============================
+ERROR: found no collectors for /testbed/tests/static/config.toml
+
+ERROR: not found: /testbed/tests/static/config.toml
+(no match in any of [<Dir static>])
+
+ERROR: file or directory not found: tests/static/missing.py
+"""
+
+
+def test_a_runners_error_line_is_never_a_test() -> None:
+    assert parse_pytest(NO_COLLECTORS_LOG) == {}
+    assert parse_any(NO_COLLECTORS_LOG) == {}
+    # The harness's own pytest parser reads "ERROR: found ..." as a test "found" with the
+    # status "ERROR:"; through the library's seam only real statuses come back.  (Django's
+    # parser reads "ERROR: name" as unittest's failure header, which in its logs it is.)
+    for repo in ("pytest-dev/pytest", "sympy/sympy", "pydata/xarray", "someone/else"):
+        parse, _ = _swebench.parser_for(repo)
+        assert parse(NO_COLLECTORS_LOG) == {}, repo
+    mixed = NO_COLLECTORS_LOG + "PASSED tests/test_a.py::test_ok\n"
+    parse, _ = _swebench.parser_for("pytest-dev/pytest")
+    assert parse(mixed) == {"tests/test_a.py::test_ok": "PASSED"}

@@ -142,7 +142,7 @@ class Backend(abc.ABC, Generic[OptionsT]):
     name: ClassVar[str] = ""
     #: The pydantic model validating ``SandboxConfig.options`` for this backend.
     options_model: ClassVar[type[BackendOptions]] = BackendOptions
-    #: The ``sandbox-runtime[...]`` extra that installs this backend's dependencies.
+    #: The ``sandbox-runtime-swe[...]`` extra that installs this backend's dependencies.
     extra: ClassVar[str | None] = None
     #: What this backend can do beyond the primitives (see :class:`Capability`).
     capabilities: ClassVar[frozenset[Capability]] = frozenset()

@@ -58,7 +58,7 @@ class Registry(Generic[T]):
         built_ins: Mapping[str, str],
         check: Callable[[str, object], T],
         not_found: Callable[[str], SandboxError],
-        install_hint: Callable[[str], str] = lambda name: "pip install sandbox-runtime",
+        install_hint: Callable[[str], str] = lambda name: "pip install sandbox-runtime-swe",
     ) -> None:
         self.group = group
         self.kind = kind

@@ -42,7 +42,11 @@ _BUILT_INS = {
 
 def _install_hint(name: str) -> str:
     extra = _BUILT_INS.get(name, ("", None))[1]
-    return f"pip install 'sandbox-runtime[{extra}]'" if extra else "pip install sandbox-runtime"
+    return (
+        f"pip install 'sandbox-runtime-swe[{extra}]'"
+        if extra
+        else "pip install sandbox-runtime-swe"
+    )
 
 
 def _check_backend_class(name: str, loaded: object) -> type[Backend[Any]]:

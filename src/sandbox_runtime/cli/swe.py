@@ -3,7 +3,8 @@
 ``sandbox-runtime run TASKS --backend B --agent A -j N --report report.json --trajectories
 t.jsonl`` is the main job (see :mod:`sandbox_runtime.swe.runner`); ``--ds-json ENTRY`` runs
 one dataset entry as a smoke test and writes the report in Graph Planner's shape.
-``sandbox-runtime tasks`` lists, converts and exports task sets and builds sample images.
+``sandbox-runtime tasks`` lists, converts, checks (:mod:`sandbox_runtime.cli._check`) and
+exports task sets and builds sample images.
 
 Imports here stay light: the runner, the agents and the optional packages load when a
 command runs, not when the CLI is assembled.
@@ -27,6 +28,7 @@ from sandbox_runtime.cli._args import (
     price_for,
     run_interruptibly,
 )
+from sandbox_runtime.cli._check import add_check
 from sandbox_runtime.cli._tasks import SOURCES_HELP, load_tasks
 from sandbox_runtime.errors import ConfigError
 
@@ -158,6 +160,15 @@ def _add_run_settings(run: argparse.ArgumentParser) -> None:
         "benchmark's own: fresh for SWE-bench and SWE-smith, same for R2E-Gym and JSONL)",
     )
     run.add_argument(
+        "--grading",
+        choices=["benchmark", "strict"],
+        default="benchmark",
+        help="what of the agent's work reaches the tests: benchmark (what the benchmark's own "
+        "harness lets through) or strict (only its change to non-test source, graded in a "
+        "fresh sandbox; changes to tests, conftest.py, test settings, startup hooks and the "
+        "interpreter's files are dropped and reported)",
+    )
+    run.add_argument(
         "--price",
         type=price,
         action="append",
@@ -187,6 +198,7 @@ def _register_tasks(subparsers: Any) -> None:
     tasks = subparsers.add_parser("tasks", help="list, convert and export SWE task sets")
     sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION")
     _add_list_and_convert(sub)
+    add_check(sub)
     _add_rllm(sub)
     build = sub.add_parser("build-images", help="build the bundled samples' Docker images")
     build.add_argument("--base-image", help="base with python3, git and bash")
@@ -304,6 +316,10 @@ def _run(args: argparse.Namespace) -> int:
     options_for_backend = backend_options(args.backend, args.backend_option)
     agent_factory = _agent_factory(args)
     _check_outputs(args)
+    if args.grading == "strict" and args.grade_in == "same":
+        raise ConfigError(
+            "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
+        )
     tasks, errors = _tasks_to_run(args, sources)
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
@@ -384,6 +400,7 @@ def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) 
         retries=args.retries,
         warm=args.warm,
         grade_in=None if args.grade_in == "default" else args.grade_in,
+        grading=args.grading,
         price=price_for(args.backend, args.price),
     )
 
@@ -407,6 +424,7 @@ def _write_outputs(
                 "backend": args.backend,
                 "agent": args.agent,
                 "grade_in": args.grade_in,
+                "grading": args.grading,
                 "sources": sources,
                 "skipped_rows": errors,
             }

@@ -79,6 +79,10 @@ class GradeResult:
     parser: str = ""
     grade_in: str = ""
     """``same`` or ``fresh``: where the tests ran (:mod:`sandbox_runtime.swe.isolation`)."""
+    grading: str = "benchmark"
+    """``benchmark`` or ``strict`` (:mod:`sandbox_runtime.swe.strict`)."""
+    dropped: list[dict[str, str]] = field(default_factory=list)
+    """Under strict grading, the files whose change was kept from the tests: ``{path, why}``."""
 
     @property
     def outcome(self) -> Outcome:

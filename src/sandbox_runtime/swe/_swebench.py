@@ -1,7 +1,7 @@
 """The seam to the ``swebench`` package: its log parsers and its grading, when installed.
 
 SWE-bench rows are graded with the harness's own code where it is installed (``pip install
-'sandbox-runtime[swebench]'``): the per-repository log parser and ``get_eval_tests_report`` /
+'sandbox-runtime-swe[swebench]'``): the per-repository log parser and ``get_eval_tests_report`` /
 ``get_resolution_status``.  The package moved things between releases (``MAP_REPO_TO_PARSER``
 until 4.x; a name registry plus per-language maps in 5.x), so the lookups here try each
 place.  Without the package, :func:`evaluate` applies the same rule with our own small code
@@ -38,6 +38,8 @@ RESET_FAILED = ">>>>> Reset Failed"
 TESTS_ERROR = ">>>>> Tests Errored"
 TESTS_TIMEOUT = ">>>>> Tests Timed Out"
 BAD_MARKERS = (APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT)
+# The statuses of the harness's ``TestStatus`` (the same in every release).
+_STATUSES = frozenset({"PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"})
 
 LogParser = Callable[[str], dict[str, str]]
 
@@ -107,7 +109,10 @@ def parser_for(
         return parse_pytest, "sandbox_runtime:parse_pytest"
 
     def parse(log: str) -> dict[str, str]:
-        return dict(function(log, spec))
+        # The harness's pytest parser takes any line starting with a status word for a test:
+        # pytest's "ERROR: found no collectors for x.toml" becomes a test "found" with status
+        # "ERROR:".  A runner's error line is never a test, so only real statuses are kept.
+        return {k: v for k, v in function(log, spec).items() if v in _STATUSES}
 
     return parse, source
 

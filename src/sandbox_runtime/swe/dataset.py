@@ -6,7 +6,7 @@ Sources (:func:`load_rows`):
 * a local ``.json`` (one row or a list), ``.jsonl`` or ``.parquet`` file (parquet needs
   ``pyarrow``);
 * ``hf:NAME[:SPLIT]`` (or a bare ``owner/name`` that is not a file): a Hugging Face dataset
-  through ``datasets`` (``pip install 'sandbox-runtime[datasets]'``).  Without the package,
+  through ``datasets`` (``pip install 'sandbox-runtime-swe[datasets]'``).  Without the package,
   or without network access to the hub, :class:`DatasetError` says which.
 
 Rows stored by :func:`~sandbox_runtime.swe.parquet.write_rllm_parquet` read back as the rows
@@ -100,7 +100,7 @@ def _read_parquet(path: Path) -> list[Row]:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise DatasetError(
-            f"reading {path} needs pyarrow: pip install 'sandbox-runtime[datasets]'"
+            f"reading {path} needs pyarrow: pip install 'sandbox-runtime-swe[datasets]'"
         ) from exc
     rows: list[Row] = pq.read_table(path).to_pylist()
     if rows and {"prompt", "extra_info"} <= set(rows[0]):  # verl's file: the task is extra_info
@@ -114,7 +114,7 @@ def _read_hf(name: str, split: str) -> list[Row]:
     except ImportError as exc:
         raise DatasetError(
             f"loading the Hugging Face dataset {name!r} needs the datasets package: "
-            "pip install 'sandbox-runtime[datasets]'"
+            "pip install 'sandbox-runtime-swe[datasets]'"
         ) from exc
     try:
         data = datasets.load_dataset(name, split=split)

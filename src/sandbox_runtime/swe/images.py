@@ -85,7 +85,7 @@ def build_sample_image(name: str, *, base: str | None = None, force: bool = Fals
         import docker
     except ImportError as exc:
         raise ConfigError(
-            "building sample images needs docker-py: pip install 'sandbox-runtime[docker]'"
+            "building sample images needs docker-py: pip install 'sandbox-runtime-swe[docker]'"
         ) from exc
     sample = load_sample(name)
     tag = sample.image

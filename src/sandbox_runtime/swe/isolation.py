@@ -19,13 +19,15 @@ import enum
 import logging
 
 from sandbox_runtime._core.runtime import SandboxRuntime
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.errors import ConfigError, SandboxError
+from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["GradeIn", "grade_fresh", "resolve_grade_in"]
+__all__ = ["GradeIn", "apply_diff", "grade_fresh", "resolve_grade_in"]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
@@ -53,31 +55,84 @@ def grade_fresh(
     *,
     timeout: float = DEFAULT_TEST_TIMEOUT,
     patch_error: str | None = None,
+    strict: bool = False,
+    reverse: bool = False,
 ) -> GradeResult:
     """Start ``sandbox`` (not yet started), ready it for ``task``, apply ``patch``, grade, close.
 
     The caller creates the sandbox (from the task's config, on the agent's backend) so that it
-    can track it for cancellation and read its accounting afterwards.
+    can track it for cancellation and read its accounting afterwards.  ``strict`` applies only
+    the part of ``patch`` that :mod:`sandbox_runtime.swe.strict` allows, and the result lists
+    what it dropped.  ``reverse`` applies ``patch`` in reverse (a SWE-smith row's fix is its
+    bug patch reverted); strict grading takes forward diffs only.
     """
+    if strict and reverse:
+        raise ConfigError("strict grading applies an agent's forward diff; reverse=True is not one")
     try:
-        if patch_error is not None:
-            return grade(task, sandbox, timeout=timeout, patch_error=patch_error)
-        try:
-            sandbox.start()
-            prepare(task, sandbox)
-            sandbox.base_commit(refresh=True)
-            if patch.strip():
-                applied = sandbox.apply_patch(patch)
-                if not applied:
-                    message = (applied.message or "the patch does not apply").strip()[:500]
-                    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {message}")
-        except SandboxError as exc:
-            return GradeResult(
-                None, f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
-            )
-        return grade(task, sandbox, timeout=timeout)
+        graded, dropped = _start_apply_grade(
+            task, sandbox, patch, timeout, patch_error, strict=strict, reverse=reverse
+        )
     finally:
         try:
             sandbox.close()
         except SandboxError as exc:
             logger.warning("closing the grading sandbox of %s failed: %s", task.task_id, exc)
+    if strict:
+        graded.grading = GradingMode.STRICT.value
+        graded.dropped = [change.to_dict() for change in dropped]
+    return graded
+
+
+def _start_apply_grade(
+    task: Task,
+    sandbox: SandboxRuntime,
+    patch: str,
+    timeout: float,
+    patch_error: str | None,
+    *,
+    strict: bool,
+    reverse: bool,
+) -> tuple[GradeResult, list[DroppedChange]]:
+    if patch_error is not None:
+        return grade(task, sandbox, timeout=timeout, patch_error=patch_error), []
+    try:
+        sandbox.start()
+        prepare(task, sandbox)
+        sandbox.base_commit(refresh=True)
+        failure, dropped = _apply(task, sandbox, patch, strict=strict, reverse=reverse)
+    except SandboxError as exc:
+        error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
+        return GradeResult(None, error), []
+    if failure is not None:
+        return failure, dropped
+    return grade(task, sandbox, timeout=timeout), dropped
+
+
+def _apply(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool, reverse: bool
+) -> tuple[GradeResult | None, list[DroppedChange]]:
+    """Apply ``patch`` (all of it, or what strict grading allows); a 0 when it does not apply."""
+    message: str | None
+    if strict:
+        done = apply_strict(task, sandbox, patch)
+        applied, message, dropped = done.applied, done.message, done.dropped
+    elif patch.strip():
+        message = apply_diff(sandbox, patch, reverse=reverse)
+        applied, dropped = message is None, []
+    else:
+        return None, []
+    if applied:
+        return None, dropped
+    text = (message or "the patch does not apply").strip()[:500]
+    failed = GradeResult(0.0, f"patch did not apply in the fresh sandbox: {text}")
+    return failed, dropped
+
+
+def apply_diff(sandbox: SandboxRuntime, patch: str, *, reverse: bool = False) -> str | None:
+    """None when ``patch`` applied (in reverse if asked), else what the patch tool said."""
+    if reverse:
+        applied, message = apply_reversed(sandbox, patch)
+    else:
+        result = sandbox.apply_patch(patch)
+        applied, message = result.applied, result.message
+    return None if applied else ((message or "").strip()[:500] or "the patch does not apply")

@@ -253,7 +253,7 @@ def write_rllm_parquet(
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ParquetError(
-            "writing parquet needs pyarrow: pip install 'sandbox-runtime[datasets]'"
+            "writing parquet needs pyarrow: pip install 'sandbox-runtime-swe[datasets]'"
         ) from exc
     verl = verl_rows(tasks, split=split, data_source=data_source, prompt=prompt)
     plain_rows = []

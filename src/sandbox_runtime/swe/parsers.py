@@ -13,8 +13,15 @@ Keys follow the benchmark that consumes them:
   without its file, classes and functions joined by dots (``TestX.test_y``).
 
 Both read pytest's ``-rA`` short summary.  :func:`parse_unittest` reads ``python -m unittest
--v`` output, and :func:`parse_any` picks whichever format a log holds, which lets the
-bundled tasks fall back to the standard library's runner where pytest is not installed.
+-v`` output (and Django's ``runtests.py``, which prints the same lines), :func:`parse_sympy`
+sympy's ``bin/test --verbose``, and :func:`parse_any` picks whichever format a log holds,
+which lets the bundled tasks fall back to the standard library's runner where pytest is not
+installed.
+
+A runner's own error line is never a test: pytest's ``ERROR: found no collectors for ...`` or
+``ERROR: file or directory not found: ...`` (exit 4, nothing collected) names a path, not a
+test, so it yields no entry, and a run that collected nothing parses to an empty map ("no test
+results", an error), never to a failed test (a 0).
 """
 
 from __future__ import annotations
@@ -28,8 +35,11 @@ __all__ = [
     "parse_any",
     "parse_pytest",
     "parse_pytest_r2e",
+    "parse_sympy",
     "parse_unittest",
     "strip_ansi",
+    "unittest_ids",
+    "unittest_import_failures",
 ]
 
 #: Statuses that count as a pass (an expected failure is a pass, as in SWE-bench).
@@ -40,6 +50,25 @@ _SUMMARY = "short test summary info"
 _PYTEST_STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL")
 _R2E_STATUSES = ("PASSED", "FAILED", "ERROR")
 _UNITTEST_HEAD = re.compile(r"^(?P<method>\w+) \((?P<path>[\w.]+)\)")
+# sympy's ``bin/test --verbose``: ``test_name ok`` (then padding and ``[OK]`` on a file's last
+# test), ``test_name F``, ``E`` (error), ``f`` (expected failure), ``X`` (unexpected pass),
+# ``s`` / ``w`` (skipped), ``T`` (timed out).
+_SYMPY_LINE = re.compile(r"^(?P<name>test\w*) (?P<mark>ok|F|E|f|X|s|w|T)(?: +\[\w+\])?\s*$")
+# A module unittest (or Django's runner) could not import: ``name (unittest.loader._FailedTest)``
+# before Python 3.11, ``pkg.name (unittest.loader._FailedTest.pkg.name)`` after.
+_FAILED_IMPORT = re.compile(
+    r"^(?:ERROR: )?(?P<name>[\w.]+) \(unittest\.loader\._FailedTest(?:\.[\w.]+)?\)", re.M
+)
+_SYMPY_STATUS = {
+    "ok": "PASSED",
+    "F": "FAILED",
+    "E": "ERROR",
+    "f": "XFAIL",
+    "X": "FAILED",
+    "s": "SKIPPED",
+    "w": "SKIPPED",
+    "T": "FAILED",
+}
 _UNITTEST_STATUS = {
     "ok": "PASSED",
     "FAIL": "FAILED",
@@ -72,11 +101,21 @@ def parse_pytest(log: str) -> dict[str, str]:
     for line in strip_ansi(log).splitlines():
         status, _, rest = line.partition(" ")
         if status not in _PYTEST_STATUSES or not rest.strip():
-            continue
+            continue  # also pytest's own "ERROR: found no collectors ...": "ERROR:" is no status
         test_id = rest.split(" - ", 1)[0].strip()
         if status == "SKIPPED" and test_id.startswith("["):
             continue
         results[test_id] = status
+    return results
+
+
+def parse_sympy(log: str) -> dict[str, str]:
+    """Bare test name -> status from sympy's ``bin/test -C --verbose`` (the rows' own ids)."""
+    results: dict[str, str] = {}
+    for line in strip_ansi(log).splitlines():
+        found = _SYMPY_LINE.match(line.strip())
+        if found:
+            results[found.group("name")] = _SYMPY_STATUS[found.group("mark")]
     return results
 
 
@@ -108,11 +147,18 @@ class UnittestCase:
     cls: str
     method: str
     status: str
+    description: str = ""
+    """The docstring's first line, which Django's verbose runner prints before the status."""
 
     @property
     def pytest_id(self) -> str:
         """The id pytest would give it: ``pkg/mod.py::Class::method``."""
         return f"{self.module.replace('.', '/')}.py::{self.cls}::{self.method}"
+
+    @property
+    def unittest_id(self) -> str:
+        """The id Django's and unittest's verbose runners print: ``method (module.Class)``."""
+        return f"{self.method} ({self.module}.{self.cls})"
 
     @property
     def r2e_key(self) -> str:
@@ -135,6 +181,7 @@ def parse_unittest(log: str) -> list[UnittestCase]:
     """
     cases: list[UnittestCase] = []
     pending: tuple[str, str, str] | None = None
+    description = ""
     for line in strip_ansi(log).splitlines():
         head = _UNITTEST_HEAD.match(line)
         if head:
@@ -142,20 +189,36 @@ def parse_unittest(log: str) -> list[UnittestCase]:
             if path.endswith("." + method):
                 path = path[: -len(method) - 1]
             module, _, cls = path.rpartition(".")
-            pending = (module, cls, method)
+            pending, description = (module, cls, method), ""
         if pending is None:
             continue
         if " ... " in line:
-            tail = line.rsplit(" ... ", 1)[1]
+            before, _, tail = line.rpartition(" ... ")
+            if not head and not description:
+                description = before.strip()  # the docstring line under the test's name
         elif not head:
             tail = line  # the status alone, after output the test printed
         else:
             continue
         status = _unittest_status(tail)
         if status is not None:
-            cases.append(UnittestCase(*pending, status))
+            cases.append(UnittestCase(*pending, status, description))
             pending = None
     return cases
+
+
+def unittest_ids(log: str) -> dict[str, str]:
+    """``method (module.Class)`` -> status, and the docstring line where one was printed.
+
+    The form of Django's rows (``test_x (app.tests.Class)``; for a test with a docstring the
+    harness's rows name the docstring's first line, so both keys are given).
+    """
+    results: dict[str, str] = {}
+    for case in parse_unittest(log):
+        results[case.unittest_id] = case.status
+        if case.description:
+            results[case.description] = case.status
+    return results
 
 
 def parse_any(log: str, *, keys: str = "pytest") -> dict[str, str]:
@@ -169,3 +232,8 @@ def parse_any(log: str, *, keys: str = "pytest") -> dict[str, str]:
     if keys == "r2e":
         return {case.r2e_key: case.status for case in cases if case.status in _R2E_STATUSES}
     return {case.pytest_id: case.status for case in cases}
+
+
+def unittest_import_failures(log: str) -> set[str]:
+    """The (possibly dotted) names of test modules a unittest-style runner failed to import."""
+    return {found.group("name") for found in _FAILED_IMPORT.finditer(strip_ansi(log))}

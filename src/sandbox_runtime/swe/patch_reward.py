@@ -34,13 +34,18 @@ verl loads this file by its path, as a module it does not register: it defines n
 Every reward gets its own sandbox, so responses are graded independently and in parallel
 (verl's reward workers may call this from many threads or processes).  That sandbox is
 fresh and holds nothing but the response's patch, so grading is always the SWE-bench
-harness's ``fresh`` kind here (there is no agent sandbox to grade in); what a patch changes
-that grading reads (the task's tests, ``conftest.py``, pytest settings) is still flagged.
+harness's ``fresh`` kind here (there is no agent sandbox to grade in).  Grading is strict by
+default (:mod:`sandbox_runtime.swe.strict`): the patch's changes to the task's tests,
+``conftest.py``, test settings, startup hooks and the like are dropped before the rest is
+applied, so a patch that games the tests earns nothing; ``reward_kwargs: {grading:
+benchmark}`` applies the whole patch.  What a patch changes that grading reads is flagged
+either way.
 
 With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
-``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the patch
-was flagged, and the sandbox's accounting (start latency, sandbox-seconds, commands, bytes,
-retries, faults, grading time; :mod:`sandbox_runtime._core.usage`).
+``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the
+patch was flagged, how many of its files strict grading dropped, and the sandbox's
+accounting (start latency, sandbox-seconds, commands, bytes, retries, faults, grading time;
+:mod:`sandbox_runtime._core.usage`).
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, resolve_grading
 from sandbox_runtime.swe.tamper import flags_from_patch
+from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import PatchVerdict
 
 __all__ = ["PatchVerdict", "compute_score", "extract_patch", "grade_patch", "judge_patch"]
@@ -88,8 +95,14 @@ def judge_patch(
     backend_options: Mapping[str, Any] | None = None,
     base_image: str | None = None,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    grading: str = GradingMode.STRICT.value,
 ) -> PatchVerdict:
-    """Apply ``patch`` to a fresh sandbox of the task ``row``, grade it, and account for it."""
+    """Apply ``patch`` to a fresh sandbox of the task ``row``, grade it, and account for it.
+
+    ``grading="strict"`` (the default) applies only the patch's change to non-test source
+    (:mod:`sandbox_runtime.swe.strict`); ``"benchmark"`` applies all of it.
+    """
+    strict = resolve_grading(grading, "fresh") is GradingMode.STRICT
     if not patch:
         return PatchVerdict(GradeResult(0.0, "no patch in the response", grade_in="fresh"))
     task = parse_row(dict(row), index="extra_info")
@@ -103,13 +116,26 @@ def judge_patch(
     with sandbox:
         prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
-        applied = sandbox.apply_patch(patch)
-        error = None if applied else (applied.message or "the patch does not apply")
+        error, dropped = _apply(task, sandbox, patch, strict=strict)
         began = time.monotonic()
         graded = grade(task, sandbox, timeout=test_timeout, patch_error=error)
         grading_seconds = time.monotonic() - began
     graded.grade_in = "fresh"
+    if strict:
+        graded.grading = GradingMode.STRICT.value
+        graded.dropped = [change.to_dict() for change in dropped]
     return PatchVerdict(graded, flags_from_patch(task, patch), sandbox.usage, grading_seconds)
+
+
+def _apply(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool
+) -> tuple[str | None, list[DroppedChange]]:
+    """Apply ``patch`` (or its allowed part); the patch tool's message when it did not apply."""
+    if strict:
+        done = apply_strict(task, sandbox, patch)
+        return (None if done.applied else done.message or "the patch does not apply"), done.dropped
+    applied = sandbox.apply_patch(patch)
+    return (None if applied else applied.message or "the patch does not apply"), []
 
 
 def grade_patch(
@@ -120,6 +146,7 @@ def grade_patch(
     backend_options: Mapping[str, Any] | None = None,
     base_image: str | None = None,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    grading: str = GradingMode.STRICT.value,
 ) -> GradeResult:
     """Apply ``patch`` to a fresh sandbox of the task ``row`` and grade it; says why on 0."""
     return judge_patch(
@@ -129,6 +156,7 @@ def grade_patch(
         backend_options=backend_options,
         base_image=base_image,
         test_timeout=test_timeout,
+        grading=grading,
     ).grade
 
 

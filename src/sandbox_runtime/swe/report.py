@@ -55,6 +55,10 @@ class TaskOutcome:
     one's reason); empty when the first attempt counted."""
     grade_in: str = ""
     """``same`` or ``fresh``: where the tests ran (:mod:`sandbox_runtime.swe.isolation`)."""
+    grading: str = "benchmark"
+    """``benchmark`` or ``strict`` (:mod:`sandbox_runtime.swe.strict`)."""
+    dropped: list[dict[str, str]] = field(default_factory=list)
+    """Under strict grading, the files whose change was kept from the tests (``{path, why}``)."""
     tamper: list[TamperFlag] = field(default_factory=list)
     """What the agent changed that grading reads (:mod:`sandbox_runtime.swe.tamper`); the
     reward is the tests' verdict either way."""
@@ -119,6 +123,8 @@ class TaskOutcome:
             "usage": self.usage,
             "attempts": self.attempts,
             "grade_in": self.grade_in,
+            "grading": self.grading,
+            "dropped": self.dropped,
             "flagged": self.flagged,
             "tamper": [flag.to_dict() for flag in self.tamper],
             "accounting": self.accounting_entry(),
@@ -175,6 +181,11 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
     lines.append(
         f"graded in: {graded_in or '-'}; {totals['flagged']} task(s) flagged for changing "
         "what grading reads"
+        + (
+            f"; strict grading dropped changes of {totals['dropped']} task(s)"
+            if any(o.grading == "strict" for o in outcomes)
+            else ""
+        )
     )
     used = totals["accounting"]
     cost = "" if used["cost"] is None else f"; estimated cost {used['cost']:.4f}"
@@ -197,6 +208,7 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
         "errors": sum(1 for o in outcomes if o.outcome == "error"),
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
         "flagged": sum(1 for o in outcomes if o.flagged),
+        "dropped": sum(1 for o in outcomes if o.dropped),
         "accounting": run_accounting(outcomes),
         "grade_in": {
             where: sum(1 for o in outcomes if o.grade_in == where)

@@ -42,6 +42,7 @@ from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
+from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
 
@@ -76,6 +77,9 @@ class RunOptions:
     :mod:`sandbox_runtime.swe.isolation`)."""
     price: float | None = None
     """Price of one sandbox-second on this backend, for the reports' estimated cost."""
+    grading: str = GradingMode.BENCHMARK.value
+    """``benchmark`` (what the benchmark's harness lets through) or ``strict`` (only the
+    change to non-test source, in a fresh sandbox; :mod:`sandbox_runtime.swe.strict`)."""
 
 
 def task_sandbox_config(
@@ -284,7 +288,10 @@ class Runner:
         sandbox: SandboxRuntime | None = None
         used: list[SandboxRuntime] = []
         try:
-            outcome.grade_in = resolve_grade_in(task, self.options.grade_in).value
+            outcome.grading = resolve_grading(self.options.grading, self.options.grade_in).value
+            strict = outcome.grading == GradingMode.STRICT.value
+            grade_in = GradeIn.FRESH if strict else resolve_grade_in(task, self.options.grade_in)
+            outcome.grade_in = grade_in.value
             sandbox = self._open_sandbox(task, used, pooled=True)
             sandbox.start()
             outcome.sandbox_id = sandbox.id
@@ -360,6 +367,7 @@ class Runner:
                     outcome.patch,
                     timeout=self.options.test_timeout,
                     patch_error=result.patch_error,
+                    strict=outcome.grading == GradingMode.STRICT.value,
                 )
             finally:
                 self._release(task, fresh)
@@ -368,6 +376,9 @@ class Runner:
                 task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
             )
         graded.grade_in = outcome.grade_in
+        if outcome.grading == GradingMode.STRICT.value:
+            graded.dropped += [change.to_dict() for change in outside_changes(outcome.tamper)]
+        outcome.dropped = list(graded.dropped)
         outcome.timings["grade"] = time.monotonic() - began
         outcome.grade = graded
         outcome.reward = graded.reward

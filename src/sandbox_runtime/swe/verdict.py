@@ -25,6 +25,7 @@ class PatchVerdict:
         used = self.usage
         return {
             "flagged": int(bool(self.tamper)),
+            "dropped": len(self.grade.dropped),
             "start_latency": round(used.start_latency, 3),
             "sandbox_seconds": round(used.sandbox_seconds, 3),
             "commands": used.commands,

@@ -29,7 +29,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
         "the Kubernetes emulator runs pods in Docker: "
-        "pip install 'sandbox-runtime[kubernetes-emulator]'"
+        "pip install ./emulators (sandbox-runtime-emulators, from a checkout of this repository)"
     ) from exc
 
 from sandbox_runtime.backends.docker._exec import hijack_exec

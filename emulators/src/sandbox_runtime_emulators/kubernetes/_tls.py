@@ -25,7 +25,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
         "the Kubernetes emulator serves HTTPS with certificates made by cryptography: "
-        "pip install 'sandbox-runtime[kubernetes-emulator]'"
+        "pip install ./emulators (sandbox-runtime-emulators, from a checkout of this repository)"
     ) from exc
 
 __all__ = ["ServingCertificates", "make_certificates"]

@@ -1,6 +1,6 @@
 """The ``ags`` backend: sandboxes as Tencent Cloud Agent Sandbox (AGS) instances.
 
-Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime[ags]'``.
+Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime-swe[ags]'``.
 Modules: ``_options`` (:class:`AgsOptions`), ``_cloud`` (the typed Cloud API client every
 AGS caller shares), ``_e2b_api`` (the E2B-compatible REST control plane), ``_mapping`` (the
 image -> tool file), ``_environment`` (the variables AGS users export), ``_reaper`` and

@@ -45,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised through the registry's message
     raise ImportError(
         "the AGS Cloud API client needs tencentcloud-sdk-python-ags: "
-        "pip install 'sandbox-runtime[ags]'"
+        "pip install 'sandbox-runtime-swe[ags]'"
     ) from exc
 
 __all__ = [

@@ -3,7 +3,7 @@
 Modules: ``_options`` (:class:`DockerOptions`), ``_client`` (the shared client per engine,
 reading its errors), ``_exec`` (one exec's hijacked stream under a deadline, shared with the
 Kubernetes emulator), ``_backend`` (:class:`DockerBackend`).  Needs
-``pip install 'sandbox-runtime[docker]'``.
+``pip install 'sandbox-runtime-swe[docker]'``.
 """
 
 from __future__ import annotations

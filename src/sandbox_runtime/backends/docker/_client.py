@@ -17,7 +17,7 @@ try:
     import requests.exceptions
 except ImportError as exc:  # pragma: no cover - exercised by the registry's error path
     raise ImportError(
-        "the docker backend needs docker-py: pip install 'sandbox-runtime[docker]'"
+        "the docker backend needs docker-py: pip install 'sandbox-runtime-swe[docker]'"
     ) from exc
 
 __all__ = [

@@ -35,7 +35,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by the registry's error path
     raise ImportError(
         "the kubernetes backend needs the kubernetes client: "
-        "pip install 'sandbox-runtime[kubernetes]'"
+        "pip install 'sandbox-runtime-swe[kubernetes]'"
     ) from exc
 
 __all__ = [

@@ -17,9 +17,13 @@ otherwise behaves the same, so rollouts are the ones R2E-Gym and DeepSWE produce
   output of [...]:``).  An action that calls no tool gets an empty observation, as in rLLM.
   Commands starting with ``git``, ``ipython``, ``jupyter`` or ``nohup`` are refused, as
   R2E-Gym's ``execute_bash`` refuses them (``blocked_commands`` changes the list).
-* ``compute_final_reward`` grades by the task's own tests, in the episode's sandbox or in a
-  fresh one with only the episode's diff applied (``grade_in``: ``same``, ``fresh``, default
-  the benchmark's own practice, see :mod:`sandbox_runtime.swe.isolation`), and lists in
+* ``compute_final_reward`` grades by the task's own tests.  By default (``grading="strict"``,
+  :mod:`sandbox_runtime.swe.strict`) it grades in a fresh sandbox holding only the episode's
+  change to non-test source, so a changed test, ``conftest.py``, test setting, startup hook
+  or installed file earns nothing (:attr:`SWEEnv.last_grade` lists the dropped files);
+  ``grading="benchmark"`` grades in the episode's sandbox or in a fresh one with the whole
+  diff (``grade_in``: ``same``, ``fresh``, default the benchmark's own practice, see
+  :mod:`sandbox_runtime.swe.isolation`).  It lists in
   :attr:`SWEEnv.last_tamper` what the episode changed that grading reads (the held-out
   tests, ``conftest.py``, pytest settings, installed packages; the reward is unchanged):
   1.0 or 0.0 when the tests decide, :class:`~sandbox_runtime.swe.grading.GradingError`
@@ -85,6 +89,7 @@ from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 
 if TYPE_CHECKING:
@@ -108,6 +113,7 @@ SETTINGS = (
     "blocked_commands",
     "tools",
     "grade_in",
+    "grading",
 )
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
@@ -137,6 +143,7 @@ class SWEEnv(_EnvBase):
         blocked_commands: Sequence[str] = BLOCKED_COMMANDS,
         tools: Literal["auto", "r2egym", "builtin"] = "auto",
         grade_in: str | None = None,
+        grading: str = GradingMode.STRICT.value,
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -153,7 +160,9 @@ class SWEEnv(_EnvBase):
             raise ConfigError("SWEEnv(tools='r2egym') needs R2E-Gym installed (its tool scripts)")
         self.tool_scripts: list[Path] = scripts
         self._script_names: set[str] = set()
-        self.grade_in = resolve_grade_in(self.task, grade_in)
+        self.grading = resolve_grading(grading, grade_in)
+        strict = self.grading is GradingMode.STRICT
+        self.grade_in = GradeIn.FRESH if strict else resolve_grade_in(self.task, grade_in)
         self.last_tamper: list[tamper.TamperFlag] = []
         self._grading_usage = SandboxUsage()
         self._grading_seconds = 0.0
@@ -296,7 +305,11 @@ class SWEEnv(_EnvBase):
         began = time.monotonic()
         if self.grade_in is GradeIn.FRESH:
             fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
-            self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout)
+            strict = self.grading is GradingMode.STRICT
+            self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict)
+            if strict:
+                outside = outside_changes(self.last_tamper)
+                self.last_grade.dropped += [change.to_dict() for change in outside]
             self._grading_usage = self._grading_usage + fresh.usage
         else:
             self.last_grade = grade(self.task, sandbox, timeout=timeout)

@@ -3,7 +3,10 @@
 rLLM's engine calls ``evaluate(task, episode)`` after the flow has returned, so the flow's
 sandbox is gone by then; the evaluator grades the way the SWE-bench harness does: a fresh
 sandbox from the task's image, readied for the task, the episode's diff applied, the task's
-own tests run (``grade_in=fresh`` of :mod:`sandbox_runtime.swe.isolation`).  The diff comes
+own tests run (``grade_in=fresh`` of :mod:`sandbox_runtime.swe.isolation`).  Grading is strict
+unless the settings say ``grading = "benchmark"``: changes to tests, test settings and the
+interpreter never reach the tests (:mod:`sandbox_runtime.swe.strict`), and the output's
+metadata lists what was dropped.  The diff comes
 from ``episode.artifacts["patch"]`` (where :class:`~sandbox_runtime.integrations.rllm_flow.
 flow.SWEFlow` puts it; any flow that does the same can be graded).
 
@@ -28,6 +31,7 @@ from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolv
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.isolation import grade_fresh
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.strict import GradingMode
 from sandbox_runtime.swe.task import Task as SWETask
 
 __all__ = ["SWEEvaluator", "episode_patch", "grade_patch"]
@@ -58,7 +62,8 @@ def grade_patch(task: SWETask, patch: str, settings: FlowSettings) -> GradeResul
         backend_options=dict(settings.backend_options),
     )
     sandbox = SandboxRuntime(task_sandbox_config(task, options))
-    result = grade_fresh(task, sandbox, patch, timeout=settings.reward_timeout)
+    strict = settings.grading == GradingMode.STRICT.value
+    result = grade_fresh(task, sandbox, patch, timeout=settings.reward_timeout, strict=strict)
     result.grade_in = "fresh"
     return result
 
@@ -87,5 +92,7 @@ class SWEEvaluator:
                 "grading_seconds": round(time.monotonic() - began, 3),
                 "grading_reason": result.reason[:500],
                 "grade_in": result.grade_in,
+                "grading": result.grading,
+                "dropped": [change["path"] for change in result.dropped],
             },
         )

@@ -70,6 +70,10 @@ class FlowSettings(BaseModel):
     max_tokens: int | None = Field(default=None, gt=0)
     request_timeout: float = Field(default=600.0, gt=0)
     """Seconds one model request may take."""
+    grading: Literal["strict", "benchmark"] = "strict"
+    """``strict`` (the default for training): only the diff's changes to non-test source reach
+    the tests (:mod:`sandbox_runtime.swe.strict`), so a gamed test never earns a reward;
+    ``benchmark``: the whole diff, as the benchmark's own harness applies it."""
 
 
 def _read_file(path: Path) -> dict[str, Any]:

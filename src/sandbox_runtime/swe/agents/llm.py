@@ -100,7 +100,7 @@ class LLMAgent(Agent):
             import openai
         except ImportError as exc:
             raise ConfigError(
-                "the llm agent needs openai: pip install 'sandbox-runtime[llm]'"
+                "the llm agent needs openai: pip install 'sandbox-runtime-swe[llm]'"
             ) from exc
         return openai.OpenAI(
             base_url=self.config.base_url,

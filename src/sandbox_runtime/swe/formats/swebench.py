@@ -6,24 +6,27 @@ Rows carry ``instance_id``, ``repo``, ``base_commit``, ``patch``, ``test_patch``
 harness fields ``image_name``, ``eval_script``, ``log_parser``, ``eval_type`` and R2E-Gym's
 ``docker_image`` and ``run_tests``.
 
-Grading (``swebench.harness.grading``): run the evaluation script (the row's own, or our
-fallback below), take the log between the harness's start and end markers, parse it with the
-repository's parser, and give 1 only for ``RESOLVED_FULL``: every FAIL_TO_PASS and
-PASS_TO_PASS test passes.
+Grading (``swebench.harness.grading``): run the evaluation script, take the log between the
+harness's start and end markers, parse it, and give 1 only for ``RESOLVED_FULL``: every
+FAIL_TO_PASS and PASS_TO_PASS test passes.  The script and the parser, in order:
 
-Fallback evaluation script, for rows that carry no ``eval_script`` (the bundled samples,
-repositories outside the harness's tables): reset the test files the ``test_patch`` touches to
-the base commit, apply ``test_patch``, run ``pytest -rA`` on those files and the files named in
-FAIL_TO_PASS/PASS_TO_PASS between the harness's markers, then reset the test files again.
-Without pytest it runs ``python -m unittest -v`` on the same modules and maps the results to
-pytest ids.  A conda ``testbed`` environment is activated when the image has one, as in the
-harness's images.
+* the row's own ``eval_script`` (or R2E-Gym's ``run_tests``), read with the harness's parser
+  for the repository (or the one the row names);
+* the harness's own recipe where the installed swebench (3.x, 4.x) has one for the row's
+  repository and version: its test command, directives, ``eval_commands`` and reinstall
+  (:mod:`~sandbox_runtime.swe._harness_spec`), read with the harness's parser;
+* otherwise the library's fallback (a repository the tables do not list, swebench 5, no
+  swebench): the same rules written here (:mod:`._swebench_eval`), read in the row's own id
+  form (:mod:`._swebench_ids`), and no verdict (an error, never 0) when the log cannot be
+  matched to the row's tests.
+
+Both built scripts activate a conda ``testbed`` environment only when the image has one.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -31,8 +34,14 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe import _swebench
 from sandbox_runtime.swe._format_kit import GradeResult, listing, run_test_script, timed_out_result
+from sandbox_runtime.swe._harness_spec import harness_spec
+from sandbox_runtime.swe.formats._swebench_eval import (
+    fallback_eval_script as _fallback_script,
+)
+from sandbox_runtime.swe.formats._swebench_eval import harness_eval_script, patch_files
+from sandbox_runtime.swe.formats._swebench_ids import row_status_map, unmatched
 from sandbox_runtime.swe.formats.base import ParseContext, RowFormat, json_list
-from sandbox_runtime.swe.parsers import parse_any, strip_ansi
+from sandbox_runtime.swe.parsers import strip_ansi
 from sandbox_runtime.swe.task import GradingBlock, Task, TaskFormat
 
 __all__ = [
@@ -42,9 +51,6 @@ __all__ = [
     "grade_test_lists",
     "test_list_paths",
 ]
-
-_GIT = "git -c safe.directory='*'"
-_PATCH_EOF = "EOF_SANDBOX_RUNTIME_TEST_PATCH"
 
 
 class SWEBenchGrading(GradingBlock):
@@ -65,6 +71,9 @@ class SWEBenchGrading(GradingBlock):
     """The name of the ``swebench`` log parser the row asks for."""
     eval_type: str | None = None
     """``pass_and_fail`` (default) or ``fail_only``."""
+    test_cmd: str | None = None
+    """The row's own test command (``test_cmd``, or SWE-rebench's ``install_config``), used
+    by the fallback script with the row's test files."""
 
 
 class _SWEBenchRow(BaseModel):
@@ -83,6 +92,14 @@ class _SWEBenchRow(BaseModel):
     environment_setup_commit: str | None = None
 
     _lists = field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")(json_list)
+
+
+def _row_test_cmd(row: Mapping[str, Any]) -> str | None:
+    config = row.get("install_config")
+    command = row.get("test_cmd") or (config.get("test_cmd") if isinstance(config, dict) else None)
+    if isinstance(command, list):
+        command = " && ".join(str(part) for part in command)
+    return str(command) if command else None
 
 
 def _swebench_image(instance_id: str) -> str:
@@ -128,6 +145,7 @@ class SWEBenchFormat(RowFormat):
                 eval_script=str(script) if script else None,
                 log_parser=row.get("log_parser") or None,
                 eval_type=row.get("eval_type") or None,
+                test_cmd=_row_test_cmd(row),
             ),
             source=row,
         )
@@ -144,19 +162,9 @@ class SWEBenchFormat(RowFormat):
 
 
 def test_list_paths(grading: SWEBenchGrading) -> tuple[str, ...]:
-    """The test files a :class:`SWEBenchGrading` runs: its test patch's and its ids'."""
+    """The test files a :class:`SWEBenchGrading` reads: its test patch's and its ids'."""
     ids = grading.fail_to_pass + grading.pass_to_pass
-    return tuple(dict.fromkeys(_patch_files(grading.test_patch) + _id_files(ids)))
-
-
-def _patch_files(patch: str) -> list[str]:
-    files: list[str] = []
-    for line in patch.splitlines():
-        if line.startswith("diff --git "):
-            name = line.split(" b/", 1)[-1].strip().strip('"')
-            if name not in files:
-                files.append(name)
-    return files
+    return tuple(dict.fromkeys(patch_files(grading.test_patch) + _id_files(ids)))
 
 
 def _id_files(test_ids: Iterable[str]) -> list[str]:
@@ -168,47 +176,32 @@ def _id_files(test_ids: Iterable[str]) -> list[str]:
     return files
 
 
-def fallback_eval_script(grading: SWEBenchGrading, base: str) -> str:
-    """Our evaluation script for rows without one (see the module docstring)."""
-    files = list(test_list_paths(grading))
-    reset = [
-        f"{_GIT} checkout -q {shlex.quote(base)} -- {shlex.quote(path)} 2>/dev/null || true"
-        for path in files
-    ]
-    modules = " ".join(shlex.quote(p[:-3].replace("/", ".")) for p in files if p.endswith(".py"))
-    targets = " ".join(shlex.quote(path) for path in files)
-    lines = [
-        "set -uo pipefail",
-        "if [ -f /opt/miniconda3/bin/activate ]; then",
-        "  . /opt/miniconda3/bin/activate && conda activate testbed",
-        "fi",
-        'PY="$(command -v python || command -v python3)"',
-        *reset,
-    ]
-    if grading.test_patch.strip():
-        patch = grading.test_patch
-        body = patch if patch.endswith("\n") else patch + "\n"
-        lines += [
-            f"if ! {_GIT} apply --whitespace=nowarn - <<'{_PATCH_EOF}'",
-            body + _PATCH_EOF,
-            "then",
-            f"  echo '{_swebench.APPLY_PATCH_FAIL} (test patch)'",
-            "  exit 1",
-            "fi",
-        ]
-    lines += [
-        f"echo '{_swebench.START_TEST_OUTPUT}'",
-        'if "$PY" -c "import pytest" 2>/dev/null; then',
-        f'  "$PY" -m pytest -rA -p no:cacheprovider {targets}',
-        "else",
-        f'  "$PY" -m unittest -v {modules} 2>&1',
-        "fi",
-        "status=$?",
-        f"echo '{_swebench.END_TEST_OUTPUT}'",
-        *reset,
-        'exit "$status"',
-    ]
-    return "\n".join(lines) + "\n"
+def fallback_eval_script(grading: SWEBenchGrading, base: str, repo: str = "") -> str:
+    """Our evaluation script for a row no installed specification covers."""
+    ids = [*grading.fail_to_pass, *grading.pass_to_pass]
+    return _fallback_script(
+        repo, grading.test_patch, ids, _id_files(ids), base, test_cmd=grading.test_cmd
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Which script grades a row and how its log is read."""
+
+    script: str
+    fallback: bool
+    """The library's own rules: row-form ids, and no verdict for a log it cannot match."""
+    source: str
+
+
+def _plan(task: Task, grading: SWEBenchGrading, base: str) -> _Plan:
+    if grading.eval_script:
+        return _Plan(grading.eval_script, fallback=False, source="row")
+    spec = harness_spec(task.repo, grading.version, grading.test_patch)
+    if spec is not None:
+        script = harness_eval_script(spec, grading.test_patch, base)
+        return _Plan(script, fallback=False, source=spec.source)
+    return _Plan(fallback_eval_script(grading, base, task.repo), fallback=True, source="")
 
 
 def _slice(log: str) -> str:
@@ -218,13 +211,23 @@ def _slice(log: str) -> str:
     return log
 
 
+def _status_map(
+    task: Task, grading: SWEBenchGrading, plan: _Plan, output: str
+) -> tuple[dict[str, str], str]:
+    if plan.fallback:
+        ids = [*grading.fail_to_pass, *grading.pass_to_pass]
+        return row_status_map(_slice(output), ids), "sandbox_runtime:row-ids"
+    parse, parser = _swebench.parser_for(
+        task.repo, name=grading.log_parser, version=grading.version, instance_id=task.task_id
+    )
+    return parse(_slice(output)) or parse(output), parser
+
+
 def grade_test_lists(task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:
     """SWE-bench's rule over the task's :class:`SWEBenchGrading` (shared with SWE-smith)."""
     grading = task.grading_as(SWEBenchGrading)
-    base = sandbox.base_commit()
-    own_script = grading.eval_script is None
-    script = grading.eval_script or fallback_eval_script(grading, base)
-    result = run_test_script(sandbox, script, timeout)
+    plan = _plan(task, grading, sandbox.base_commit())
+    result = run_test_script(sandbox, plan.script, timeout)
     if result.timed_out:
         return timed_out_result(result, timeout)
     output = strip_ansi(result.output)
@@ -237,18 +240,25 @@ def grade_test_lists(task: Task, sandbox: SandboxRuntime, timeout: float) -> Gra
         graded.reward = None
         graded.reason = f"test error: the evaluation script reported {bad[0]!r}"
         return graded
-    parse, graded.parser = _swebench.parser_for(
-        task.repo, name=grading.log_parser, version=grading.version, instance_id=task.task_id
-    )
-    status_map = parse(_slice(output)) or parse(output)
-    if not status_map and own_script:
-        # Our script ran unittest (no pytest in the sandbox): read its verbose output.
-        status_map = parse_any(_slice(output))
-        graded.parser = "sandbox_runtime:unittest"
-    graded.status_map = status_map
-    if not status_map:
+    graded.status_map, graded.parser = _status_map(task, grading, plan, output)
+    if plan.source and not plan.fallback:
+        graded.parser = f"{graded.parser} (script: {plan.source})"
+    if not graded.status_map:
         graded.reward = None
         graded.reason = f"test error: no test results in the output (exit code {result.exit_code})"
+        return graded
+    return _judge(task, grading, plan, graded)
+
+
+def _judge(task: Task, grading: SWEBenchGrading, plan: _Plan, graded: GradeResult) -> GradeResult:
+    status_map = graded.status_map
+    silent = unmatched(status_map, grading.fail_to_pass, grading.pass_to_pass)
+    if plan.fallback and silent:
+        graded.reward = None
+        graded.reason = (
+            "test error: the log does not name the row's tests, so it gives no verdict "
+            f"({len(silent)} not found: {listing(silent)})"
+        )
         return graded
     evaluation = _swebench.evaluate(
         status_map,

@@ -272,7 +272,7 @@ class RegistryPusher:
                 import docker
             except ImportError as exc:
                 raise BackendUnavailableError(
-                    "pushing images needs docker-py: pip install 'sandbox-runtime[docker]'"
+                    "pushing images needs docker-py: pip install 'sandbox-runtime-swe[docker]'"
                 ) from exc
             try:
                 self._docker = docker.from_env(timeout=600)

@@ -26,7 +26,7 @@ try:
     from tencentcloud.tcr.v20190924.tcr_client import TcrClient
 except ImportError as exc:  # pragma: no cover - exercised through the CLI's message
     raise ImportError(
-        "pushing to TCR needs tencentcloud-sdk-python-tcr: pip install 'sandbox-runtime[ags]'"
+        "pushing to TCR needs tencentcloud-sdk-python-tcr: pip install 'sandbox-runtime-swe[ags]'"
     ) from exc
 
 __all__ = ["INTERNAL_ENDPOINT", "RegistryInstance", "RegistryToken", "TcrCloudClient"]
