@@ -37,7 +37,23 @@ REAL = Path(__file__).parent / "real"
 #: Wheels every real image gets (pinned, so the digest names what is inside).
 BASE_WHEELS = ("pip==24.2", "setuptools==70.0.0", "wheel==0.43.0")
 #: Each instance's own pure-python dependencies (the harness's ``pip_packages``).
-INSTANCE_WHEELS = {"sympy__sympy-24661": ("mpmath==1.3.0",)}
+INSTANCE_WHEELS = {
+    "sympy__sympy-24661": ("mpmath==1.3.0",),
+    # The spec's pins for flask 2.3, but MarkupSafe 2.1.2: 2.1.1 has no CPython 3.11 wheel.
+    # pytest and its dependencies at the versions of the base commit's requirements/tests.txt.
+    "pallets__flask-4992": (
+        "Werkzeug==2.3.7",
+        "Jinja2==3.1.2",
+        "itsdangerous==2.1.2",
+        "click==8.1.3",
+        "MarkupSafe==2.1.2",
+        "pytest==7.2.1",
+        "attrs==22.2.0",
+        "iniconfig==2.0.0",
+        "packaging==23.0",
+        "pluggy==1.0.0",
+    ),
+}
 
 ACTIVATE_SHIM = """\
 # sandbox-runtime test shim for SWE-bench eval scripts: `conda activate ENV` selects the venv
@@ -102,7 +118,9 @@ def _wheels(specs: tuple[str, ...], into: Path) -> None:
     into.mkdir()
     for spec in specs:
         name, _, version = spec.partition("==")
-        (found,) = cache.glob(f"{name}-{version}-*.whl")
+        # Wheel file names spell the project as its build tool chose (Werkzeug, werkzeug).
+        prefix = f"{name}-{version}-".lower()
+        (found,) = (wheel for wheel in cache.glob("*.whl") if wheel.name.lower().startswith(prefix))
         shutil.copy(found, into / found.name)
 
 
