@@ -28,6 +28,9 @@ INSTANCES = [
     # flask: the test_patch adds a non-test file (tests/static/config.toml), and three
     # PASS_TO_PASS ids are parametrized with brackets (test_from_pyfile_weird_encoding[utf-8]).
     "pallets__flask-4992",
+    # marshmallow: 76 PASS_TO_PASS ids, 54 parametrized with brackets, 8 of them cut at the
+    # first space as the harness's log parser cuts them (test_fail[required-Missing).
+    "marshmallow-code__marshmallow-1359",
 ]
 
 
