@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,61 @@ REAL = Path(__file__).parent / "real"
 #: Wheels every real image gets (pinned, so the digest names what is inside).
 BASE_WHEELS = ("pip==24.2", "setuptools==70.0.0", "wheel==0.43.0")
 #: Each instance's own pure-python dependencies (the harness's ``pip_packages``).
-INSTANCE_WHEELS = {"sympy__sympy-24661": ("mpmath==1.3.0",)}
+INSTANCE_WHEELS = {
+    "sympy__sympy-24661": ("mpmath==1.3.0",),
+    # The spec's pins for flask 2.3, but MarkupSafe 2.1.2: 2.1.1 has no CPython 3.11 wheel.
+    # pytest and its dependencies at the versions of the base commit's requirements/tests.txt.
+    "pallets__flask-4992": (
+        "Werkzeug==2.3.7",
+        "Jinja2==3.1.2",
+        "itsdangerous==2.1.2",
+        "click==8.1.3",
+        "MarkupSafe==2.1.2",
+        "pytest==7.2.1",
+        "attrs==22.2.0",
+        "iniconfig==2.0.0",
+        "packaging==23.0",
+        "pluggy==1.0.0",
+    ),
+    # The spec installs ``-e '.[dev]'`` (and the eval script again), so the image holds the
+    # whole closure of the base commit's dev extra (pytest, pytz, simplejson, flake8==3.7.8,
+    # flake8-bugbear==19.8.0, pre-commit~=1.17, tox) as pip resolved it for Python 3.11 on
+    # 2026-11-26, with pytest held below 8 (the tests are of 2019).
+    "marshmallow-code__marshmallow-1359": (
+        "pytest==7.4.4",
+        "iniconfig==2.3.1",
+        "packaging==26.4",
+        "pluggy==1.7.0",
+        "pytz==2026.6",
+        "simplejson==4.3.0",
+        "flake8==3.7.8",
+        "entrypoints==0.3",
+        "mccabe==0.6.1",
+        "pycodestyle==2.5.0",
+        "pyflakes==2.1.1",
+        "flake8-bugbear==19.8.0",
+        "attrs==26.1.0",
+        "pre-commit==1.21.0",
+        "aspy.yaml==1.3.0",
+        "cfgv==3.5.0",
+        "identify==2.6.20",
+        "nodeenv==1.12.0",
+        "pyyaml==6.0.4",
+        "six==1.17.0",
+        "toml==0.10.2",
+        "virtualenv==21.15.11",
+        "distlib==0.4.4",
+        "filelock==4.3.1",
+        "platformdirs==4.14.8",
+        "python-discovery==1.9.6",
+        "tox==4.67.15",
+        "cachetools==8.0.2",
+        "colorama==0.4.6",
+        "pyproject-api==1.12.1",
+        "tomli-w==1.2.0",
+        "typing-extensions==4.16.0",
+    ),
+}
 
 ACTIVATE_SHIM = """\
 # sandbox-runtime test shim for SWE-bench eval scripts: `conda activate ENV` selects the venv
@@ -100,10 +155,19 @@ def _wheels(specs: tuple[str, ...], into: Path) -> None:
         capture_output=True,
     )
     into.mkdir()
+    by_name_version = {
+        (_normalized(wheel.name.split("-")[0]), wheel.name.split("-")[1]): wheel
+        for wheel in cache.glob("*.whl")
+    }
     for spec in specs:
         name, _, version = spec.partition("==")
-        (found,) = cache.glob(f"{name}-{version}-*.whl")
+        found = by_name_version[(_normalized(name), version)]
         shutil.copy(found, into / found.name)
+
+
+def _normalized(name: str) -> str:
+    """A project name as wheel file names may spell it (Werkzeug, pre_commit, aspy.yaml)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def _dockerfile(instance_id: str, base: str, specs: tuple[str, ...]) -> str:

@@ -182,3 +182,22 @@ def test_a_log_that_names_none_of_the_rows_tests_gives_no_verdict() -> None:
     assert broken["tests/test_a.py::test_new"] == "ERROR"
     assert log  # the plain -v line alone is not a summary: nothing parsed from it
     assert row_status_map(log, f2p) == {}
+
+
+def test_ids_the_harness_cut_at_a_space_match_the_full_ids_in_the_log() -> None:
+    """marshmallow-code__marshmallow-1359 publishes ``test_fail[required-Missing``: the
+    harness splits each log line on whitespace, and the row keeps what it read."""
+    log = (
+        "=== short test summary info ===\n"
+        "PASSED tests/test_fields.py::T::test_fail[required-Missing data for required field.]\n"
+        "FAILED tests/test_fields.py::T::test_fail[null-Field may not be null.] - assert 1\n"
+        "PASSED tests/test_fields.py::T::test_fail[custom-Custom message]\n"
+    )
+    ids = [
+        "tests/test_fields.py::T::test_fail[required-Missing",
+        "tests/test_fields.py::T::test_fail[null-Field",
+    ]
+    status = row_status_map(log, ids)
+    assert status[ids[0]] == "PASSED"
+    assert status[ids[1]] == "FAILED"
+    assert "tests/test_fields.py::T::test_fail[custom-Custom" not in status  # not the row's

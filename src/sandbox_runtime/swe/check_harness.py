@@ -12,10 +12,12 @@ the comparison says so instead of pretending to agree.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
@@ -36,7 +38,19 @@ def _harness() -> tuple[Any, Any]:
     """The harness's ``make_test_spec`` and its grading module (ImportError without them)."""
     module = importlib.import_module("swebench.harness.test_spec.test_spec")
     grading = importlib.import_module("swebench.harness.grading")
-    return module.make_test_spec, grading
+    return functools.partial(_eval_test_spec, module), grading
+
+
+def _eval_test_spec(module: Any, instance: dict[str, Any]) -> Any:
+    """``make_test_spec`` without its environment script, which is never run here.
+
+    The environment script is how the harness builds its image; for repositories whose spec
+    says ``packages: requirements.txt`` or ``environment.yml`` (flask, requests, ...) it
+    downloads that file from GitHub, which fails offline although the eval script, the only
+    part used here, needs nothing from the network.
+    """
+    with mock.patch.object(module, "make_env_script_list", return_value=[]):
+        return module.make_test_spec(instance)
 
 
 def harness_problem() -> str | None:

@@ -29,7 +29,8 @@ _BROKEN = frozenset({"ERROR", "FAILED"})
 def row_status_map(log: str, test_ids: Sequence[str]) -> dict[str, str]:
     """Every test the log reports, keyed in each form a row may use.
 
-    pytest's node ids (and their bare function names, for rows that name tests bare), the
+    pytest's node ids (and their bare function names, for rows that name tests bare, and
+    their part before the first space, for rows whose ids the harness cut there), the
     unittest / Django form with docstring lines, the unittest run's pytest-style ids (the
     bundled rows graded without pytest) and sympy's bare names.  A required test whose file
     or module failed to load as a whole (pytest's ``ERROR tests/test_a.py``, unittest's
@@ -38,11 +39,18 @@ def row_status_map(log: str, test_ids: Sequence[str]) -> dict[str, str]:
     results: dict[str, str] = {}
     pytest_ids = parse_pytest(log)
     bare = {t for t in test_ids if t.isidentifier()}
+    wanted = set(test_ids)
     for node, status in pytest_ids.items():
         results[node] = status
         name = node.rsplit("::", 1)[-1]
         if "::" in node and name in bare:
             results.setdefault(name, status)
+        cut = node.split(maxsplit=1)[0]
+        if cut != node and cut in wanted and cut not in pytest_ids:
+            # The harness splits a log line on whitespace, so published rows carry a
+            # parametrized id with spaces cut at the first one (``test_fail[required-Missing``);
+            # like the harness's dict, the last test so cut wins.
+            results[cut] = status
     for case in parse_unittest(log):
         results.setdefault(case.pytest_id, case.status)
     results.update(unittest_ids(log))
