@@ -15,9 +15,9 @@ import contextlib
 import functools
 import importlib
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
@@ -32,6 +32,8 @@ from sandbox_runtime.swe.task import Task
 __all__ = ["compare_run", "compare_with_harness", "harness_problem"]
 
 _LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+#: Guards the swap in :func:`_eval_test_spec` (``tasks check -j N`` checks rows in threads).
+_SPEC_LOCK = threading.Lock()
 
 
 def _harness() -> tuple[Any, Any]:
@@ -47,10 +49,20 @@ def _eval_test_spec(module: Any, instance: dict[str, Any]) -> Any:
     The environment script is how the harness builds its image; for repositories whose spec
     says ``packages: requirements.txt`` or ``environment.yml`` (flask, requests, ...) it
     downloads that file from GitHub, which fails offline although the eval script, the only
-    part used here, needs nothing from the network.
+    part used here, needs nothing from the network.  The module attribute is swapped under a
+    lock, so rows checked in parallel threads never see it half restored.
     """
-    with mock.patch.object(module, "make_env_script_list", return_value=[]):
-        return module.make_test_spec(instance)
+    with _SPEC_LOCK:
+        builder = module.make_env_script_list
+        module.make_env_script_list = _no_environment_script
+        try:
+            return module.make_test_spec(instance)
+        finally:
+            module.make_env_script_list = builder
+
+
+def _no_environment_script(*_args: Any, **_kwargs: Any) -> list[str]:
+    return []
 
 
 def harness_problem() -> str | None:
