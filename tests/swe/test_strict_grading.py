@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ from sandbox_runtime.swe.strict import (
     settings_for_tests_changed,
     split_patch,
 )
-from tests.conftest import DOCKER_IMAGE
+from tests.conftest import DOCKER_IMAGE, bwrap_problem, require
 from tests.swe.conftest import task_named
 from tests.swe.hack_corpus import FORCE_PASS, HACKS, Hack
 
@@ -234,8 +233,7 @@ _IN_REPOSITORY = [hack for hack in HACKS if not hack.interpreter]
 @pytest.fixture
 def local_tasks(bundled_tasks: list[Task]) -> list[Task]:
     """The sample's two rows, with this interpreter's directory first on ``PATH``."""
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+    require(bwrap_problem())
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     rows = [task_named(bundled_tasks, SAMPLE, "r2e"), task_named(bundled_tasks, SAMPLE, "swebench")]
     return [task.model_copy(update={"env": {**task.env, "PATH": path}}) for task in rows]
