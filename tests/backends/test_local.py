@@ -249,6 +249,25 @@ def test_reap_cleans_up_after_a_killed_client(
     assert _wait(lambda: not _processes_naming(orphan), within=5)
 
 
+def test_reap_takes_a_directory_whose_start_died_before_its_record(tmp_path: Path) -> None:
+    # A client SIGKILLed between making the directory and writing its record leaves a bare
+    # directory: reap leaves it alone while a start could still be writing the record, and
+    # takes it once no live start could be.
+    base = tmp_path / "sandboxes"
+    interrupted, starting = base / "sbx-interrupted", base / "sbx-starting"
+    for home in (interrupted, starting):
+        home.mkdir(parents=True)
+    (interrupted / ".meta.json.partial").write_text('{"id": "local-inter')  # a half write
+    long_ago = time.time() - 120
+    os.utime(interrupted, (long_ago, long_ago))
+    reaped = LocalBackend.reap(LocalOptions(base_dir=base))
+    assert [r.sandbox_id for r in reaped] == ["local-interrupted"]
+    assert "interrupted" in reaped[0].reason
+    assert not interrupted.exists()
+    assert starting.exists()
+    assert LocalBackend.list_sandboxes(LocalOptions(base_dir=base)) == []
+
+
 def test_abandoned_local_sandbox_ends_at_its_lifetime(tmp_path: Path) -> None:
     base = tmp_path / "sandboxes"
     orphan = _abandoned_sandbox("local", "", lifetime=2, base_dir=str(base))

@@ -39,6 +39,7 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,8 @@ logger = logging.getLogger("sandbox_runtime.local")
 
 _MARKER_VAR = "SANDBOX_RUNTIME_ID"
 _META = "meta.json"
+#: Seconds a sandbox directory may lack its record before reap takes it for an interrupted start.
+_RECORD_GRACE_S = 30.0
 # Namespace isolation: the host's top-level entries bound into the sandbox's root, decided
 # once at start (the stand-ins made for them then sit in the root like the sandbox's own).
 _HOST_ENTRIES = "host-entries.json"
@@ -153,6 +156,26 @@ def _read_meta(home: Path) -> dict[str, Any] | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("labels"), dict):
         return None
     return meta
+
+
+def _write_meta(home: Path, meta: dict[str, Any]) -> None:
+    """Write the ownership record whole or not at all (a kill mid-write leaves no half record)."""
+    partial = home / f".{_META}.partial"
+    partial.write_text(json.dumps(meta), encoding="utf-8")
+    os.replace(partial, home / _META)
+
+
+def _interrupted_before_record(home: Path) -> bool:
+    """True for a directory whose start was killed between its ``mkdir`` and its record.
+
+    A live start writes the record microseconds after making the directory, so a directory
+    still without one after :data:`_RECORD_GRACE_S` has no owner left to finish it.
+    """
+    try:
+        age = time.time() - home.stat().st_mtime
+    except OSError:
+        return False
+    return age > _RECORD_GRACE_S
 
 
 def _remove_tree(path: Path) -> None:
@@ -249,8 +272,7 @@ class LocalBackend(Backend[LocalOptions]):
                 extra=self.config.labels,
                 workdir=self.config.workdir,
             )
-            meta = {"id": self._id, "labels": labels}
-            (self._home / _META).write_text(json.dumps(meta), encoding="utf-8")
+            _write_meta(self._home, {"id": self._id, "labels": labels})
             if template is not None:
                 shutil.copytree(template, self._root, symlinks=True)
             else:
@@ -665,8 +687,12 @@ class LocalBackend(Backend[LocalOptions]):
         for home in sorted(base.glob("sbx-*")):
             meta = _read_meta(home)
             if meta is None:
-                continue
-            reason = why_reapable(meta.get("labels", {}))
+                if not _interrupted_before_record(home):
+                    continue  # a start in progress: its record is about to appear
+                reason: str | None = "start interrupted before its ownership record was written"
+                meta = {"id": "local-" + home.name.removeprefix("sbx-")}
+            else:
+                reason = why_reapable(meta.get("labels", {}))
             if reason is None:
                 continue
             sandbox_id = str(meta.get("id", home.name))
