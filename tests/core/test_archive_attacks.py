@@ -141,7 +141,11 @@ def test_a_directory_and_file_collision_is_a_sandbox_error_naming_it(
 
 
 def test_the_same_name_twice_keeps_the_last(arena: Path) -> None:
-    members = [("f", "file", b"first"), ("f", "file", b"second"), ("l", "sym", "/etc")]
+    members: list[tuple[str, str, str | bytes | None]] = [
+        ("f", "file", b"first"),
+        ("f", "file", b"second"),
+        ("l", "sym", "/etc"),
+    ]
     _archive.extract(_tar(*members, ("l", "file", b"replaced the link")), arena / "dest")
     assert (arena / "dest" / "f").read_bytes() == b"second"
     assert not (arena / "dest" / "l").is_symlink()
@@ -293,9 +297,9 @@ def test_an_upload_extracted_as_root_keeps_no_setuid_and_no_host_owner(tmp_path:
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "suid").write_text("x")
-    (tree / "suid").chmod(0o4755)
     if os.geteuid() == 0:  # a host owner that must not follow the file
         os.chown(tree / "suid", 4321, 4321)
+    (tree / "suid").chmod(0o4755)  # after the chown, which would clear it
     spool = io.BytesIO()
     _archive.write_directory(spool, tree, "/up")
     _archive.extract(spool.getvalue(), tmp_path / "sandbox")
