@@ -456,12 +456,19 @@ class SandboxConformance:
         sandbox.exec(
             "cd corpus && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'"
         )
+        # A hard link to a file outside the tree, where the filesystem allows one.
+        sandbox.exec("ln /etc/debian_version corpus/hard-out || ln /etc/hostname corpus/hard-out")
+        linked_out = sandbox.exists("corpus/hard-out")
         back = tmp_path / "host" / "back"
         started = time.monotonic()
         sandbox.download("corpus", back)
         assert time.monotonic() - started < 120
         assert [p.name for p in back.parent.iterdir()] == ["back"]  # nothing beside it
-        assert sorted(p.name for p in back.iterdir()) == ["big", "hard", "sub", "x", "y"]
+        names = ["big", "hard", *(["hard-out"] if linked_out else []), "sub", "x", "y"]
+        assert sorted(p.name for p in back.iterdir()) == names
+        if linked_out:  # a copy of its own, linked to nothing on the host
+            assert (back / "hard-out").is_file()
+            assert (back / "hard-out").stat().st_nlink == 1
         assert os.readlink(back / "x") == "/etc"  # links arrive as links, never followed
         assert os.readlink(back / "y") == "../../.."
         assert os.readlink(back / "sub" / "z") == "../../../../etc/passwd"
