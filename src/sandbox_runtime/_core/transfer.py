@@ -120,8 +120,10 @@ def copy_in(backend: Primitives, host: Path, target: str) -> None:
             what=f"extracting the upload of {target}",
         )
         return
-    if not host.is_file():
+    if not host.exists():
         raise FileNotFoundError(f"no such file or directory on the host: {host}")
+    if not host.is_file():  # a FIFO, socket or device: never opened, never sent
+        raise SandboxError(f"only regular files and directories are uploaded: {host}")
     mode = host.stat().st_mode & 0o777  # never a host setuid, setgid or sticky bit
     with host.open("rb") as source:
         size = os.fstat(source.fileno()).st_size

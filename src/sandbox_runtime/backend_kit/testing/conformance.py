@@ -519,6 +519,8 @@ class SandboxConformance:
             assert found[name][:2] == ["755", user]  # no setuid bit, the sandbox user's
         assert found["uploaded/shared"][:2] == ["777", user]  # no setgid or sticky bit
         assert found["uploaded/out"][2:] == ["symbolic", "link"]
+        with pytest.raises(SandboxError, match="fifo"):  # a FIFO itself: refused, not opened
+            sandbox.upload(tree / "fifo", "fifo")
         assert sandbox.exec("readlink uploaded/out").stdout.strip() == "/etc"
         assert sandbox.exec("readlink uploaded/up").stdout.strip() == "../../.."
 

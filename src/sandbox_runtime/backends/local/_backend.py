@@ -69,6 +69,7 @@ from sandbox_runtime.errors import (
     BackendUnavailableError,
     ConfigError,
     PathEscapeError,
+    SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxIsADirectoryError,
@@ -569,8 +570,10 @@ class LocalBackend(Backend[LocalOptions]):
                 spool.seek(0)
                 extract_archive(spool, Path(self._real_root))
             return
-        if not host.is_file():
+        if not host.exists():
             raise FileNotFoundError(f"no such file or directory on the host: {host}")
+        if not host.is_file():  # a FIFO, socket or device: never opened, never sent
+            raise SandboxError(f"only regular files and directories are uploaded: {host}")
         target = self._writable_path(path)
         if os.path.isdir(target) and not os.path.islink(target):
             raise SandboxIsADirectoryError(f"is a directory: {path}")
