@@ -10,6 +10,12 @@ gain privileges on the host: regular files, directories, symlinks (as links, nev
 and hard links inside the tree.  Device nodes and FIFOs are dropped; setuid, setgid and
 sticky bits are cleared; owners are never set from the archive (files belong to the client).
 A root client downloading a ``chmod 4755`` shell or a ``mknod b 7 0`` gets neither.
+Files with holes stay sparse (see ``sparse``): a ``truncate -s 20G`` file takes no host disk.
+
+Uploads follow the same rule from the other side: the one builder of a host tree's tar
+(:func:`write_directory`) stores regular files, directories, symlinks and hard links within
+the tree, without setuid, setgid or sticky bits and without the host's owners, so what the
+sandbox extracts belongs to whoever extracts it there (the sandbox's user).
 """
 
 from __future__ import annotations
@@ -20,16 +26,27 @@ import posixpath
 import tarfile
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from sandbox_runtime.errors import PathEscapeError
+from sandbox_runtime._core.sparse import SparseWriter, write_with_holes
+from sandbox_runtime.errors import (
+    PathEscapeError,
+    SandboxError,
+    SandboxIsADirectoryError,
+    SandboxNotADirectoryError,
+)
+
+if TYPE_CHECKING:
+    from _typeshed import StrOrBytesPath
 
 __all__ = [
     "directory",
     "extract",
+    "extract_file",
     "first_file",
     "single_file",
     "write_directory",
+    "write_tree",
 ]
 
 
@@ -68,10 +85,36 @@ def directory(host_dir: Path, sandbox_dir: str) -> bytes:
 
 
 def write_directory(sink: BinaryIO, host_dir: Path, sandbox_dir: str) -> None:
-    """:func:`directory`, written to a file object as it is read (no whole tar in memory)."""
+    """:func:`directory`, written to a file object as it is read (no whole tar in memory).
+
+    Every upload of a host tree goes through here, so every backend and path gets the same
+    rule (see :func:`_upload_safe`).
+    """
     prefix = _member_name(sandbox_dir)
     with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        archive.add(str(host_dir), arcname=prefix, recursive=True)
+        archive.add(str(host_dir), arcname=prefix, recursive=True, filter=_upload_safe)
+
+
+def _upload_safe(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """A host tree's member as a sandbox may receive it, or ``None`` to leave it out.
+
+    Device nodes and FIFOs are left out (tarfile already skips sockets); modes lose their
+    setuid, setgid and sticky bits; owners become root with no names, which a ``tar -x``
+    as root keeps and any other extracting user replaces with itself.
+    """
+    if not _kept(member):
+        return None
+    return member.replace(mode=member.mode & 0o777, uid=0, gid=0, uname="", gname="", deep=False)
+
+
+def write_tree(sink: BinaryIO, path: str, arcname: str) -> None:
+    """A tar of ``path`` named ``arcname``, files with holes stored sparse, links as links.
+
+    For a backend that packs a sandbox tree on the host (local): no FIFO is opened, sockets
+    are skipped, and a ``truncate -s 20G`` file costs only its data.
+    """
+    with SparseWriter.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        archive.add(path, arcname=arcname, recursive=True)
 
 
 def first_file(data: bytes) -> bytes | None:
@@ -101,7 +144,7 @@ def extract(data: bytes | BinaryIO, destination: Path, *, strip_top: str | None 
     root = os.path.realpath(destination)
     source = io.BytesIO(data) if isinstance(data, bytes) else data
     placed: dict[str, str] = {}  # an archive name of a regular file -> where it landed
-    with tarfile.open(fileobj=source, mode="r:*") as archive:
+    with _HostTarFile.open(fileobj=source, mode="r:*") as archive:
         for member in archive:
             original = posixpath.normpath(member.name)
             name = _renamed(original, strip_top)
@@ -125,6 +168,33 @@ def extract(data: bytes | BinaryIO, destination: Path, *, strip_top: str | None 
             _extract_member(archive, member, root)
             if member.isreg():
                 placed[original] = os.path.join(root, member.name)
+
+
+def extract_file(source: BinaryIO, host: Path) -> None:
+    """Write the first member of a tar, a regular file, to ``host`` (holes kept, no setuid)."""
+    with _HostTarFile.open(fileobj=source, mode="r:") as archive:
+        member = archive.next()
+        if member is None or not member.isreg():
+            raise SandboxError("the archive does not start with a regular file")
+        host.parent.mkdir(parents=True, exist_ok=True)
+        archive.makefile(member, str(host))
+    os.chmod(host, member.mode & 0o777)
+
+
+class _HostTarFile(tarfile.TarFile):
+    """A tar reader whose files land with holes wherever the content is zeros (see ``sparse``)."""
+
+    def makefile(self, tarinfo: tarfile.TarInfo, targetpath: StrOrBytesPath) -> None:
+        source = self.fileobj
+        if source is None:  # pragma: no cover - an open archive always has one
+            raise tarfile.ReadError("the archive is closed")
+        source.seek(tarinfo.offset_data)
+        with open(targetpath, "wb") as target:
+            regions: list[tuple[int, int]] = getattr(tarinfo, "sparse", None) or [(0, tarinfo.size)]
+            for offset, size in regions:
+                target.seek(offset)
+                write_with_holes(source, target, size, tarinfo.name)
+            target.truncate(tarinfo.size)
 
 
 def _renamed(name: str, strip_top: str | None) -> str:
@@ -167,12 +237,22 @@ def _host_safe(member: tarfile.TarInfo, _destination: str) -> tarfile.TarInfo:
 
 
 def _clear(target: str, name: str, *, is_dir: bool) -> None:
-    """Make way at ``target``: files and links are replaced, never written through."""
-    if os.path.islink(target) or (os.path.lexists(target) and not is_dir):
-        if os.path.isdir(target) and not os.path.islink(target):
-            raise IsADirectoryError(f"a directory is in the way of {name!r}")
+    """Make way at ``target``: files and links are replaced, never written through.
+
+    A name the archive (or the host) already holds as a directory is never replaced by a
+    file, nor a file by a directory: such a collision is refused, naming the member.
+    """
+    if os.path.isdir(target) and not os.path.islink(target):
+        if not is_dir:
+            raise SandboxIsADirectoryError(f"a directory is in the way of {name!r}")
+    elif os.path.lexists(target):
+        if is_dir and not os.path.islink(target):
+            raise SandboxNotADirectoryError(f"a file is in the way of the directory {name!r}")
         os.unlink(target)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise SandboxNotADirectoryError(f"a file is in the way of {name!r}") from None
 
 
 def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:

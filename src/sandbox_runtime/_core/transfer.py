@@ -36,6 +36,10 @@ __all__ = ["CHUNK", "Primitives", "copy_in", "copy_out", "unpack"]
 CHUNK = 8 * 1024 * 1024
 _STAGING = "/tmp/.sandbox-runtime/transfers"
 _MISSING = 44
+#: GNU tar stores only the data of a file with holes (a ``truncate -s 20G`` file packs to a
+#: few bytes, in the sandbox's staging copy and on the wire); other tars send the zeros,
+#: which the host's extractor still writes as holes.
+_SPARSE_IF_GNU = "sparse=; if tar --version 2>/dev/null | grep -q GNU; then sparse=--sparse; fi; "
 
 
 class Primitives(Protocol):
@@ -116,9 +120,11 @@ def copy_in(backend: Primitives, host: Path, target: str) -> None:
             what=f"extracting the upload of {target}",
         )
         return
-    if not host.is_file():
+    if not host.exists():
         raise FileNotFoundError(f"no such file or directory on the host: {host}")
-    mode = host.stat().st_mode & 0o7777
+    if not host.is_file():  # a FIFO, socket or device: never opened, never sent
+        raise SandboxError(f"only regular files and directories are uploaded: {host}")
+    mode = host.stat().st_mode & 0o777  # never a host setuid, setgid or sticky bit
     with host.open("rb") as source:
         size = os.fstat(source.fileno()).st_size
         if size <= CHUNK:
@@ -135,7 +141,8 @@ def copy_out(backend: Primitives, source: str, host: Path) -> None:
     size_text = _run(
         backend,
         f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING}; mkdir -p -- "$(dirname -- "$2")" && '
-        'tar -cf "$2" -C "$(dirname -- "$1")" -- "$(basename -- "$1")" && wc -c < "$2"',
+        f"{_SPARSE_IF_GNU}"
+        'tar $sparse -cf "$2" -C "$(dirname -- "$1")" -- "$(basename -- "$1")" && wc -c < "$2"',
         source,
         staged,
         what=f"packing {source}",
@@ -184,14 +191,4 @@ def unpack(spool: BinaryIO, source: str, host: Path) -> None:
         )
     if not first.isreg():
         raise SandboxError(f"{source} is not a regular file or a directory")
-    with tarfile.open(fileobj=spool, mode="r:") as archive:
-        member = archive.next()
-        content = archive.extractfile(member) if member is not None else None
-        host.parent.mkdir(parents=True, exist_ok=True)
-        with host.open("wb") as out:
-            while content is not None:
-                piece = content.read(CHUNK)
-                if not piece:
-                    break
-                out.write(piece)
-    os.chmod(host, first.mode & 0o777)
+    _archive.extract_file(spool, host)

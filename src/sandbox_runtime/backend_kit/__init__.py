@@ -10,8 +10,10 @@ exactly what a third-party backend would; nothing else of this package is meant 
   (:func:`wrapped_argv`, :func:`new_token`, :func:`kill_group_script`, :data:`TOKEN_VAR`),
   the missing-working-directory check (:func:`check_cwd`) and bounded output
   (:class:`HeadTailBuffer`).
-* Files: safe tar extraction on the host (:func:`extract_archive`, which refuses escapes) and
-  the archive writers.
+* Files: safe tar extraction on the host (:func:`extract_archive`, which refuses escapes and
+  keeps nothing that gains privileges) and the archive writers (:func:`write_directory_archive`
+  for uploads, which drops the same things; :func:`write_tree_archive` for a sandbox tree
+  packed on the host, files with holes kept sparse).
 * Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``.
 * Control planes: :func:`call_with_retries` with a :class:`RetryPolicy`, and the shared
   :class:`RateLimiter` per plane (:func:`limiter_for`).
@@ -25,6 +27,7 @@ backend must pass is :mod:`sandbox_runtime.backend_kit.testing`, which needs ``p
 
 from sandbox_runtime._core.archive import extract as extract_archive
 from sandbox_runtime._core.archive import write_directory as write_directory_archive
+from sandbox_runtime._core.archive import write_tree as write_tree_archive
 from sandbox_runtime._core.backend import (
     Availability,
     Backend,
@@ -85,4 +88,5 @@ __all__ = [
     "why_reapable",
     "wrapped_argv",
     "write_directory_archive",
+    "write_tree_archive",
 ]

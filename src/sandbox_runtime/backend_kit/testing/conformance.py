@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
 import uuid
@@ -439,6 +440,89 @@ class SandboxConformance:
         with pytest.raises(SandboxError):  # a link out of the sandbox: which error is the backend's
             sandbox.download("evil-link", tmp_path / "copy")
         assert not (tmp_path / "copy").exists()
+
+    def test_download_attack_corpus_escapes_nothing_and_never_hangs(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        # Links out of the tree, a FIFO and a socket (a download must neither open nor
+        # keep them), and a 20 GiB file of holes (it must not become 20 GiB on the host).
+        sandbox.exec(
+            "mkdir -p corpus/sub && ln -s /etc corpus/x && ln -s ../../.. corpus/y"
+            " && ln -s ../../../../etc/passwd corpus/sub/z && echo kept > corpus/sub/data"
+            " && ln corpus/sub/data corpus/hard && mkfifo corpus/fifo"
+            " && truncate -s 20G corpus/big && printf tail >> corpus/big",
+            check=True,
+        )
+        sandbox.exec(
+            "cd corpus && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'"
+        )
+        # A hard link to a file outside the tree, where the filesystem allows one.
+        sandbox.exec("ln /etc/debian_version corpus/hard-out || ln /etc/hostname corpus/hard-out")
+        linked_out = sandbox.exists("corpus/hard-out")
+        back = tmp_path / "host" / "back"
+        started = time.monotonic()
+        sandbox.download("corpus", back)
+        assert time.monotonic() - started < 120
+        assert [p.name for p in back.parent.iterdir()] == ["back"]  # nothing beside it
+        names = ["big", "hard", *(["hard-out"] if linked_out else []), "sub", "x", "y"]
+        assert sorted(p.name for p in back.iterdir()) == names
+        if linked_out:  # a copy of its own, linked to nothing on the host
+            assert (back / "hard-out").is_file()
+            assert (back / "hard-out").stat().st_nlink == 1
+        assert os.readlink(back / "x") == "/etc"  # links arrive as links, never followed
+        assert os.readlink(back / "y") == "../../.."
+        assert os.readlink(back / "sub" / "z") == "../../../../etc/passwd"
+        assert (back / "hard").read_text() == "kept\n"
+        big = back / "big"
+        assert big.stat().st_size == 20 * 2**30 + 4
+        assert big.stat().st_blocks * 512 < 64 * 2**20  # kept sparse: no 20 GiB on the host
+        with big.open("rb") as handle:
+            handle.seek(20 * 2**30)
+            assert handle.read() == b"tail"
+        with pytest.raises(SandboxError):  # a FIFO as the root: refused, never opened
+            sandbox.download("corpus/fifo", tmp_path / "host" / "fifo")
+        assert not (tmp_path / "host" / "fifo").exists()
+
+    def test_upload_keeps_nothing_that_gains_privileges(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        tree = tmp_path / "up"
+        (tree / "shared").mkdir(parents=True)
+        (tree / "shared").chmod(0o3777)
+        (tree / "suid").write_text("#!/bin/sh\necho hi\n")
+        if os.geteuid() == 0:  # a host owner, which must not follow the file in
+            os.chown(tree / "suid", 4321, 4321)
+        (tree / "suid").chmod(0o4755)
+        os.mkfifo(tree / "fifo")
+        os.symlink("/etc", tree / "out")
+        os.symlink("../../..", tree / "up")
+        listener = socket.socket(socket.AF_UNIX)
+        try:
+            listener.bind(str(tree / "sock"))
+            sandbox.upload(tree, "uploaded")
+            sandbox.upload(tree / "suid", "single-suid")
+        finally:
+            listener.close()
+        user = sandbox.exec("id -u", check=True).stdout.strip()
+        listing = sandbox.exec(
+            "stat -c '%n %a %u %F' -- uploaded/* single-suid", check=True
+        ).stdout.splitlines()
+        found = {line.split()[0]: line.split()[1:] for line in listing}
+        assert sorted(found) == [
+            "single-suid",
+            "uploaded/out",
+            "uploaded/shared",
+            "uploaded/suid",
+            "uploaded/up",
+        ]  # no FIFO, no socket
+        for name in ("single-suid", "uploaded/suid"):
+            assert found[name][:2] == ["755", user]  # no setuid bit, the sandbox user's
+        assert found["uploaded/shared"][:2] == ["777", user]  # no setgid or sticky bit
+        assert found["uploaded/out"][2:] == ["symbolic", "link"]
+        with pytest.raises(SandboxError, match="fifo"):  # a FIFO itself: refused, not opened
+            sandbox.upload(tree / "fifo", "fifo")
+        assert sandbox.exec("readlink uploaded/out").stdout.strip() == "/etc"
+        assert sandbox.exec("readlink uploaded/up").stdout.strip() == "../../.."
 
     def test_upload_and_download_file(self, sandbox: SandboxRuntime, tmp_path: Path) -> None:
         source = tmp_path / "tool.sh"

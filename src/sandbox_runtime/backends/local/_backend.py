@@ -63,11 +63,13 @@ from sandbox_runtime.backend_kit import (
     unpack_download,
     why_reapable,
     write_directory_archive,
+    write_tree_archive,
 )
 from sandbox_runtime.errors import (
     BackendUnavailableError,
     ConfigError,
     PathEscapeError,
+    SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxIsADirectoryError,
@@ -568,29 +570,33 @@ class LocalBackend(Backend[LocalOptions]):
                 spool.seek(0)
                 extract_archive(spool, Path(self._real_root))
             return
-        if not host.is_file():
+        if not host.exists():
             raise FileNotFoundError(f"no such file or directory on the host: {host}")
+        if not host.is_file():  # a FIFO, socket or device: never opened, never sent
+            raise SandboxError(f"only regular files and directories are uploaded: {host}")
         target = self._writable_path(path)
         if os.path.isdir(target) and not os.path.islink(target):
             raise SandboxIsADirectoryError(f"is a directory: {path}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         if os.path.islink(target):
             os.unlink(target)
-        mode = host.stat().st_mode & 0o7777
+        mode = host.stat().st_mode & 0o777  # never a host setuid, setgid or sticky bit
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
         with host.open("rb") as source, os.fdopen(os.open(target, flags, mode), "wb") as sink:
             shutil.copyfileobj(source, sink, 1 << 20)
         os.chmod(target, mode)
 
     def copy_out(self, path: str, host: Path) -> None:
-        """Copy to the host through a spooled tar (bounded memory, symlinks kept as links)."""
+        """Copy to the host through a spooled tar (bounded memory, symlinks kept as links).
+
+        Files with holes travel sparse (``write_tree``), so the spool holds only their data.
+        """
         self._alive_or_raise()
         source = self._resolved(path)
         if not os.path.lexists(source):
             raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
         with tempfile.TemporaryFile() as spool:
-            with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as archive:
-                archive.add(source, arcname=os.path.basename(source.rstrip("/")) or "root")
+            write_tree_archive(spool, source, os.path.basename(source.rstrip("/")) or "root")
             spool.seek(0)
             unpack_download(spool, path, host)
 
