@@ -20,9 +20,13 @@ How it is used (:class:`AgentLink`): until the agent answers, and for good in an
 ``python3`` or a container whose address this host cannot reach, calls take the backend's
 native path (or, for an image whose agent answered before, first wait a bounded time for it);
 ``mode="on"`` waits for the agent instead and fails when it never answers.  If
-the agent stops answering later (a command killed it), a call that provably sent nothing
-falls back to the native path; a command whose connection broke after it started is an
-error, never run twice.
+the agent stops answering later (a command killed it, it crashed), the call that finds its
+port refusing, which provably sent nothing, runs on the native path, and so does every later
+one, whatever the mode: no call waits for an agent that is gone.  A command whose connection
+broke after it started is an error, never run twice, and its processes are killed natively
+(by the token in their environment), since no agent is left to stop them.  A sandbox that
+died is known from its engine: a connect to its address that does not complete at once asks
+whether it still runs (:mod:`._plain_http`), instead of dialling until ``EHOSTUNREACH``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.retry import RetryPolicy
 from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError, SandboxStartError
 
+from ._plain_http import PeerGone
 from .client import EnvdClient, EnvdError, StartRefused, shared_tls_context
 from .commands import STATE_DIR, EnvdCommands
 
@@ -65,7 +70,8 @@ logger = logging.getLogger("sandbox_runtime.envd.agent")
 
 T = TypeVar("T")
 AgentMode = Literal["auto", "on", "off"]
-_State = Literal["pending", "ready", "absent"]
+# absent: never served this sandbox; lost: served it, then stopped answering.
+_State = Literal["pending", "ready", "absent", "lost"]
 
 #: The agent's port inside the sandbox (envd's own port number).
 AGENT_PORT = 49983
@@ -197,6 +203,10 @@ class AgentLink:
     image's recent answer delays (:func:`_patience`).  A wait that runs out is not repeated:
     calls go native until the agent answers.  An agent that never answers makes its image
     unknown again.
+
+    ``kill_command`` kills, by the native path, every process whose environment carries a
+    command's token (the backend's timeout kill): how a command whose agent died mid-way is
+    stopped.
     """
 
     def __init__(
@@ -209,8 +219,10 @@ class AgentLink:
         name: str,
         wait: float,
         image: str | None = None,
+        kill_command: Callable[[str], None] | None = None,
     ) -> None:
         self.mode = mode
+        self._kill_command = kill_command
         self._token = token
         self._address = address
         self._is_alive = is_alive
@@ -315,6 +327,7 @@ class AgentLink:
             policy=RetryPolicy(attempts=1),
             compress=False,
             plain_hot_path=True,
+            alive=self._is_alive,
         )
         self._commands = EnvdCommands(
             self._session,
@@ -323,6 +336,7 @@ class AgentLink:
             name=self._name,
             start_attempts=1,
             shell=self._find_shell(self._client),
+            abandon=self._abandon,
         )
         self._state = "ready"
         _learn(self._image, time.monotonic() - self._started)
@@ -359,12 +373,31 @@ class AgentLink:
         except (httpx.HTTPError, EnvdError, OSError) as exc:
             if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
                 raise  # already one of ours (a missing file is also an OSError)
-            if self._gone():
+            if _caused_by(exc, PeerGone):
+                self._state = "lost"  # later calls hear it from the engine, without dialling
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             if _nothing_sent(exc):
+                # Refused: the agent is gone.  If the sandbox is ending too, the native path
+                # says so at once; no need to wait here for the engine to notice.
                 self._lost(exc)
                 raise AgentUnreachable(f"{what}: the in-sandbox agent is gone ({exc})") from exc
+            if self._gone():
+                raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             raise BackendError(f"{what} through the in-sandbox agent failed: {exc}") from exc
+
+    def _abandon(self, token: str, exc: BaseException) -> None:
+        """A command's stream broke after it was sent: kill its processes natively.
+
+        The agent that ran it is likely dead and cannot; left alone, the command would go on
+        (its writes landing after the caller was told it failed).  A start that provably
+        sent nothing started nothing.
+        """
+        if self._kill_command is None or _nothing_sent(exc) or _caused_by(exc, PeerGone):
+            return
+        try:
+            self._kill_command(token)
+        except Exception as failure:  # the sandbox is ending: the translation says so
+            logger.debug("%s: could not kill an abandoned command: %s", self._name, failure)
 
     def _gone(self) -> bool:
         """Whether the sandbox ended, looking a little while: the agent dies first when it does.
@@ -379,13 +412,18 @@ class AgentLink:
         return False
 
     def _lost(self, exc: BaseException) -> None:
-        """From now on the native path: a command killed the agent, or it died."""
-        if self.mode == "on":
-            return  # still the agent's: the caller's error says what happened
+        """From now on the native path, in every mode: a command killed the agent, or it died.
+
+        Restarting the agent would cost a native exec and the agent's start-up (~0.4 s,
+        docs/reliability.md) to save ~40 ms per later call, and a command that killed it once
+        may do so again; so the sandbox stays native.
+        """
+        if self._state != "ready":
+            return
+        self._state, self._why = "lost", f"it stopped answering ({exc})"
         logger.warning(
             "%s: the in-sandbox agent stopped answering (%s); native exec", self._name, exc
         )
-        self._state = "absent"
 
     def close(self) -> None:
         """Close the connection pool; calls take the native path from now on."""
@@ -418,6 +456,16 @@ def _learn(image: str | None, delay: float | None) -> None:
             _answer_delays.pop(image, None)
         else:
             _answer_delays[image] = max(delay, 0.5 * _answer_delays.get(image, 0.0))
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc`` or anything in its chain of causes is a ``kind``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _nothing_sent(exc: BaseException) -> bool:

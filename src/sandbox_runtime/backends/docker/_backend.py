@@ -275,6 +275,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             name=f"container {container[:12]}",
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
+            kill_command=lambda token: self._kill_carriers(container, token),
         )
         link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
         return link
@@ -450,10 +451,14 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
 
     def _kill_group(self, container: str, token: str) -> None:
         try:
-            exec_id = self._api.exec_create(container, kill_group_script(token), user="root")["Id"]
-            self._api.exec_start(exec_id)
+            self._kill_carriers(container, token)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             logger.warning("could not kill a timed-out command in %s: %s", container[:12], exc)
+
+    def _kill_carriers(self, container: str, token: str) -> None:
+        """SIGKILL, by an exec of its own, every process carrying a command's ``token``."""
+        exec_id = self._api.exec_create(container, kill_group_script(token), user="root")["Id"]
+        self._api.exec_start(exec_id)
 
     def _translate(self, exc: BaseException, what: str) -> Exception:
         if is_gone(exc):

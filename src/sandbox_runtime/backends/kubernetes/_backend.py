@@ -299,6 +299,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             name=f"pod {self._pod}",
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
+            kill_command=self._kill_group,
         )
         link.start(lambda: self._native_put_archive(agent_archive(token)))
         return link
