@@ -493,7 +493,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         try:
             return bytes(self._call("get archive", fetch))
         except docker.errors.NotFound as exc:
-            if "container" in explain(exc).lower() and "no such container" in explain(exc).lower():
+            # A container that was just killed loses its engine-mounted files (/etc/hostname)
+            # before the engine removes it: a missing file there is the sandbox's end.
+            if "no such container" in explain(exc).lower() or not self.is_alive():
                 raise SandboxGoneError(f"container {container[:12]} is gone") from exc
             raise SandboxFileNotFoundError(
                 f"no such file or directory in the sandbox: {path}"
