@@ -21,8 +21,10 @@ How it is used (:class:`AgentLink`): until the agent answers, and for good in an
 native path (or, for an image whose agent answered before, first wait a bounded time for it);
 ``mode="on"`` waits for the agent instead and fails when it never answers.  If
 the agent stops answering later (a command killed it, it crashed), the call that finds its
-port refusing, which provably sent nothing, runs on the native path, and so does every later
-one, whatever the mode: no call waits for an agent that is gone.  A command whose connection
+port refusing, which provably sent nothing, runs on the native path, and so do the later
+ones, whatever the mode: no call waits for an agent that is gone.  Meanwhile, where the
+backend can, the agent is restarted off the caller's path (a few times per sandbox at most),
+and calls return to it once it answers.  A command whose connection
 broke after it started is an error, never run twice, and its processes are killed natively
 (by the token in their environment), since no agent is left to stop them.  A sandbox that
 died is known from its engine: a connect to its address that does not complete at once asks
@@ -64,14 +66,16 @@ __all__ = [
     "AgentUnreachable",
     "agent_archive",
     "launch_command",
+    "restart_command",
 ]
 
 logger = logging.getLogger("sandbox_runtime.envd.agent")
 
 T = TypeVar("T")
 AgentMode = Literal["auto", "on", "off"]
-# absent: never served this sandbox; lost: served it, then stopped answering.
-_State = Literal["pending", "ready", "absent", "lost"]
+# absent: never served this sandbox; lost: served it, then stopped answering; restarting: lost,
+# and being started again off the callers' path.
+_State = Literal["pending", "ready", "absent", "lost", "restarting"]
 
 #: The agent's port inside the sandbox (envd's own port number).
 AGENT_PORT = 49983
@@ -86,6 +90,9 @@ _REQUEST_TIMEOUT = 60.0
 _MIN_PATIENCE = 5.0
 # How many times the slowest recent start of the image's agent a call waits for.
 _PATIENCE_FACTOR = 4.0
+# How many times one sandbox's agent is restarted after it stopped answering: a command that
+# kills it every time leaves the sandbox on the native path after that.
+_RESTARTS = 2
 
 # Per image (backend, engine and image reference), how long its agents recently took to answer
 # after their sandbox started: seconds, the slowest recent one weighing most.
@@ -157,6 +164,15 @@ def launch_command(lifetime_seconds: int) -> list[str]:
     return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
 
 
+def restart_command() -> list[str]:
+    """The agent's start script, for a native exec once :func:`agent_archive` is back in place.
+
+    The container's own starter ran once and became the agent; a restart runs the script
+    the starter ran.
+    """
+    return ["/bin/sh", f"{STATE_DIR}/agent.sh"]
+
+
 def agent_archive(token: str) -> bytes:
     """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
 
@@ -206,7 +222,9 @@ class AgentLink:
 
     ``kill_command`` kills, by the native path, every process whose environment carries a
     command's token (the backend's timeout kill): how a command whose agent died mid-way is
-    stopped.
+    stopped.  ``restart`` puts the agent's files back and starts it, detached, by the native
+    path: how a lost agent comes back (off the callers' path; without it, the sandbox stays
+    native).
     """
 
     def __init__(
@@ -220,9 +238,13 @@ class AgentLink:
         wait: float,
         image: str | None = None,
         kill_command: Callable[[str], None] | None = None,
+        restart: Callable[[], None] | None = None,
     ) -> None:
         self.mode = mode
         self._kill_command = kill_command
+        self._restart = restart
+        self._restarts_left = _RESTARTS
+        self._lock = threading.Lock()
         self._token = token
         self._address = address
         self._is_alive = is_alive
@@ -294,7 +316,7 @@ class AgentLink:
 
     def _ask_until_ready(self, probe: httpx.Client, url: str, began: float) -> None:
         delay = _PROBE_FIRST_INTERVAL
-        while self._state == "pending":  # else closed meanwhile: the sandbox is stopping
+        while self._state in ("pending", "restarting"):  # else closed meanwhile: stopping
             try:
                 answer = probe.get(f"{url}/health")
             except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
@@ -318,7 +340,7 @@ class AgentLink:
             delay = min(delay * 1.5, _PROBE_MAX_INTERVAL)
 
     def _connect(self, url: str) -> None:
-        self._client = EnvdClient(
+        previous, self._client = self._client, EnvdClient(
             url,
             sandbox_id=self._name,
             token=self._token,
@@ -338,8 +360,14 @@ class AgentLink:
             shell=self._find_shell(self._client),
             abandon=self._abandon,
         )
-        self._state = "ready"
-        _learn(self._image, time.monotonic() - self._started)
+        with self._lock:
+            if self._state == "pending":
+                _learn(self._image, time.monotonic() - self._started)
+            elif self._state != "restarting":
+                return  # closed meanwhile: close() closes the client
+            self._state = "ready"
+        if previous is not None:
+            previous.close()  # a lost agent's: its connections are dead
         logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
 
     @staticmethod
@@ -355,6 +383,10 @@ class AgentLink:
         return {b"bash": "bash", b"sh": "/bin/sh"}.get(out.strip())
 
     def _give_up(self, why: str) -> None:
+        if self._state == "restarting":
+            self._state, self._why = "lost", why
+            logger.warning("%s: the in-sandbox agent %s; native exec", self._name, why)
+            return
         if self._state == "pending":  # not a sandbox closed while its agent was starting
             _learn(self._image, None)
         self._state, self._why = "absent", why
@@ -412,18 +444,38 @@ class AgentLink:
         return False
 
     def _lost(self, exc: BaseException) -> None:
-        """From now on the native path, in every mode: a command killed the agent, or it died.
+        """The native path from now on, in every mode: a command killed the agent, or it died.
 
-        Restarting the agent would cost a native exec and the agent's start-up (~0.4 s,
-        docs/reliability.md) to save ~40 ms per later call, and a command that killed it once
-        may do so again; so the sandbox stays native.
+        No call waits for a restart: one costs a native exec and the agent's start-up
+        (~0.3-0.6 s here) while a native call costs ~0.05-0.1 s, but once back the agent saves
+        that much on every call (docs/reliability.md).  So the agent is restarted on a thread
+        of its own, and calls go native until it answers.
         """
-        if self._state != "ready":
-            return
-        self._state, self._why = "lost", f"it stopped answering ({exc})"
+        with self._lock:
+            if self._state != "ready":
+                return
+            self._state, self._why = "lost", f"it stopped answering ({exc})"
+            revive = self._restart is not None and self._restarts_left > 0
+            if revive:
+                self._restarts_left -= 1
+                self._state = "restarting"
         logger.warning(
-            "%s: the in-sandbox agent stopped answering (%s); native exec", self._name, exc
+            "%s: the in-sandbox agent stopped answering (%s); native exec%s",
+            self._name,
+            exc,
+            " while it restarts" if revive else "",
         )
+        if revive:
+            threading.Thread(target=self._revive, name="sandbox-agent", daemon=True).start()
+
+    def _revive(self) -> None:
+        """Start the agent again and wait for it to answer (see :meth:`_lost`)."""
+        assert self._restart is not None
+        try:
+            self._restart()
+            self._probe()
+        except Exception as exc:
+            self._give_up(f"could not be restarted ({exc})")
 
     def close(self) -> None:
         """Close the connection pool; calls take the native path from now on."""

@@ -54,6 +54,7 @@ from sandbox_runtime.backend_kit.agent import (
     AgentRouting,
     agent_archive,
     launch_command,
+    restart_command,
 )
 from sandbox_runtime.errors import (
     BackendError,
@@ -276,9 +277,16 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
             kill_command=lambda token: self._kill_carriers(container, token),
+            restart=lambda: self._restart_agent(container, token),
         )
         link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
         return link
+
+    def _restart_agent(self, container: str, token: str) -> None:
+        """Put the agent's files back and start it by a detached exec (see AgentLink)."""
+        self._api.put_archive(container, "/", agent_archive(token))
+        exec_id = self._api.exec_create(container, restart_command(), user="")["Id"]
+        self._api.exec_start(exec_id, detach=True)
 
     def _address(self) -> str | None:
         """The container's IP address on its first network (None without one)."""
