@@ -453,8 +453,11 @@ class AgsBackend(Backend[AgsOptions]):
             return False
 
     def _listed_running(self) -> bool:
-        """Whether the control plane still lists the instance as running (asked by the envd
-        client when the gateway answers "not found": a stopped instance is not retried)."""
+        """Whether the control plane still lists the instance as running.
+
+        The envd client asks when the gateway answers "not found": an instance that is no
+        longer running is gone, not retried.
+        """
         instance_id = self._instance_id
         if self._stopped or instance_id is None:
             return False
