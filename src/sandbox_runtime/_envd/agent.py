@@ -340,7 +340,8 @@ class AgentLink:
             delay = min(delay * 1.5, _PROBE_MAX_INTERVAL)
 
     def _connect(self, url: str) -> None:
-        previous, self._client = self._client, EnvdClient(
+        previous = self._client
+        self._client = EnvdClient(
             url,
             sandbox_id=self._name,
             token=self._token,
