@@ -23,6 +23,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -81,11 +82,11 @@ def bench_after_death(api: Any, image: str, rounds: int) -> dict[str, list[float
             if "death" in name:
                 inside(api, box, ["pkill", "-9", "-f", "sandbox-agent"])
         time.sleep(0.2)
-        first = {name: timed(lambda b=box: b.exec("true")) for name, box in boxes.items()}
+        first = {name: timed(partial(box.exec, "true")) for name, box in boxes.items()}
         samples: dict[str, list[float]] = {name: [] for name in boxes}
         for _ in range(rounds):
             for name, box in boxes.items():
-                samples[name].append(timed(lambda b=box: b.exec("true")))
+                samples[name].append(timed(partial(box.exec, "true")))
         for name, value in first.items():
             samples[f"{name}: first call"] = [value]
         return samples

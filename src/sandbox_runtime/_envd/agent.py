@@ -362,11 +362,13 @@ class AgentLink:
             abandon=self._abandon,
         )
         with self._lock:
+            stale = self._state not in ("pending", "restarting")  # closed meanwhile
             if self._state == "pending":
                 _learn(self._image, time.monotonic() - self._started)
-            elif self._state != "restarting":
-                return  # closed meanwhile: close() closes the client
-            self._state = "ready"
+            if not stale:
+                self._state = "ready"
+        if stale and self._client is not None:
+            self._client.close()
         if previous is not None:
             previous.close()  # a lost agent's: its connections are dead
         logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
