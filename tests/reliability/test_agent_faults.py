@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,44 @@ def test_a_killed_container_is_gone_on_the_first_call(
                 call()
             # Before: 4-14 s, dialling the dead address until EHOSTUNREACH.  Now ~0.15 s.
             assert time.monotonic() - began < 1.5
+
+
+# -- kubernetes (emulator): the same agent link, pods behind the API --------------------------
+
+
+def _pod_sandbox(emulator: Any, image: str, agent: str) -> SandboxRuntime:
+    options = emulator.backend_options(agent=agent)
+    config = SandboxConfig(backend="kubernetes", image=image, workdir="/tmp", options=options)
+    return SandboxRuntime(config)
+
+
+@pytest.mark.parametrize("agent", ["auto", "on", "off"])
+def test_a_deleted_pod_is_gone_on_the_first_call(
+    k8s_emulator: Any, docker_image: str, agent: str, tmp_path: Path
+) -> None:
+    from kubernetes import client, config
+
+    with _pod_sandbox(k8s_emulator, docker_image, agent) as sandbox:
+        if agent != "off":
+            _await_agent(sandbox)
+        kubeconfig = str(k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig"))
+        core = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+        core.delete_namespaced_pod(sandbox.id, "default", grace_period_seconds=0)
+        time.sleep(1)  # a deletion is asynchronous: its container may run a moment longer
+        began = time.monotonic()
+        with pytest.raises(SandboxGoneError):
+            sandbox.exec("true")
+        assert time.monotonic() - began < 1.5  # measured 0.06-0.22 s
+
+
+def test_a_pod_whose_agent_dies_goes_native_and_kills_the_command(
+    k8s_emulator: Any, docker_image: str
+) -> None:
+    with _pod_sandbox(k8s_emulator, docker_image, "on") as sandbox:
+        _await_agent(sandbox)
+        with pytest.raises(BackendError):
+            sandbox.exec("(sleep 1; pkill -9 -f sandbox-agent) & sleep 3; touch /tmp/late")
+        assert statistics.median(_seconds(sandbox, 5)) < 1.0
+        assert sandbox.exec(PARENT).stdout.strip() != "sandbox-agent"
+        time.sleep(3)
+        assert not sandbox.exists("/tmp/late")
