@@ -149,7 +149,8 @@ def test_a_deleted_pod_is_gone_on_the_first_call(
         if agent != "off":
             _await_agent(sandbox)
         kubeconfig = str(k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig"))
-        core = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+        loaders: Any = config  # typed in some client releases, untyped in others
+        core = client.CoreV1Api(loaders.new_client_from_config(kubeconfig))
         core.delete_namespaced_pod(sandbox.id, "default", grace_period_seconds=0)
         time.sleep(1)  # a deletion is asynchronous: its container may run a moment longer
         began = time.monotonic()
