@@ -11,6 +11,9 @@
 3. The first call after ``docker kill``, for ``agent: auto``, ``on`` and ``off``.
 4. AGS (emulator): the first call after the control plane stopped the instance, both planes.
 
+Three runs on the shared 2-core machine: ``benchmarks/results/faults-2026-11-26-run*.txt``
+(run 1 without the AGS part).
+
 Usage: ``python benchmarks/bench_faults.py [--rounds 50] [--repeats 3] [--image IMAGE]
 [--skip-ags]``.  Prints medians and 95th percentiles in ms.
 """
