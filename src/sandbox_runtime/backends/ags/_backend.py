@@ -203,6 +203,7 @@ class AgsBackend(Backend[AgsOptions]):
             token=token,
             request_timeout=self.options.request_timeout,
             envd_version=envd_version,
+            alive=self._listed_running,
         )
         with self._session_lock:
             previous, self._session = self._session, session
@@ -450,6 +451,20 @@ class AgsBackend(Backend[AgsOptions]):
             return session is not None and session.healthy()
         except (SandboxError, *_NETWORK_ERRORS):
             return False
+
+    def _listed_running(self) -> bool:
+        """Whether the control plane still lists the instance as running.
+
+        The envd client asks when the gateway answers "not found": an instance that is no
+        longer running is gone, not retried.
+        """
+        instance_id = self._instance_id
+        if self._stopped or instance_id is None:
+            return False
+        if self._plane == "cloud":
+            info = self._cloud_client().describe_instance(instance_id)
+            return info is not None and info.status == "RUNNING"
+        return self._e2b_api().get(instance_id) is not None
 
     # -- error translation -------------------------------------------------------------------
 

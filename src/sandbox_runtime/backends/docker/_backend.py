@@ -54,6 +54,7 @@ from sandbox_runtime.backend_kit.agent import (
     AgentRouting,
     agent_archive,
     launch_command,
+    restart_command,
 )
 from sandbox_runtime.errors import (
     BackendError,
@@ -275,9 +276,17 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             name=f"container {container[:12]}",
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
+            kill_command=lambda token: self._kill_carriers(container, token),
+            restart=lambda: self._restart_agent(container, token),
         )
         link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
         return link
+
+    def _restart_agent(self, container: str, token: str) -> None:
+        """Put the agent's files back and start it by a detached exec (see AgentLink)."""
+        self._api.put_archive(container, "/", agent_archive(token))
+        exec_id = self._api.exec_create(container, restart_command(), user="")["Id"]
+        self._api.exec_start(exec_id, detach=True)
 
     def _address(self) -> str | None:
         """The container's IP address on its first network (None without one)."""
@@ -450,10 +459,14 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
 
     def _kill_group(self, container: str, token: str) -> None:
         try:
-            exec_id = self._api.exec_create(container, kill_group_script(token), user="root")["Id"]
-            self._api.exec_start(exec_id)
+            self._kill_carriers(container, token)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             logger.warning("could not kill a timed-out command in %s: %s", container[:12], exc)
+
+    def _kill_carriers(self, container: str, token: str) -> None:
+        """SIGKILL, by an exec of its own, every process carrying a command's ``token``."""
+        exec_id = self._api.exec_create(container, kill_group_script(token), user="root")["Id"]
+        self._api.exec_start(exec_id)
 
     def _translate(self, exc: BaseException, what: str) -> Exception:
         if is_gone(exc):
@@ -488,7 +501,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         try:
             return bytes(self._call("get archive", fetch))
         except docker.errors.NotFound as exc:
-            if "container" in explain(exc).lower() and "no such container" in explain(exc).lower():
+            # A container that was just killed loses its engine-mounted files (/etc/hostname)
+            # before the engine removes it: a missing file there is the sandbox's end.
+            if "no such container" in explain(exc).lower() or not self.is_alive():
                 raise SandboxGoneError(f"container {container[:12]} is gone") from exc
             raise SandboxFileNotFoundError(
                 f"no such file or directory in the sandbox: {path}"

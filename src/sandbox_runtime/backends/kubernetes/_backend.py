@@ -299,6 +299,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             name=f"pod {self._pod}",
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
+            kill_command=self._kill_carriers,
         )
         link.start(lambda: self._native_put_archive(agent_archive(token)))
         return link
@@ -550,9 +551,13 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
 
     def _kill_group(self, token: str) -> None:
         try:
-            self._exec_argv(kill_group_script(token), None, time.monotonic() + 30, _small_buffers())
+            self._kill_carriers(token)
         except SandboxError as exc:
             logger.warning("could not kill a timed-out command in pod %s: %s", self._pod, exc)
+
+    def _kill_carriers(self, token: str) -> None:
+        """SIGKILL, by an exec of its own, every process carrying a command's ``token``."""
+        self._exec_argv(kill_group_script(token), None, time.monotonic() + 30, _small_buffers())
 
     # -- files -------------------------------------------------------------------------------
 
