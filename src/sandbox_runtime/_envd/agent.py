@@ -10,10 +10,11 @@ against the real envd).
 How it is started, off the path of the start itself: the container's command becomes
 :func:`launch_command`, the usual ``sleep`` with a small background loop beside it.  Once the
 container runs, the backend uploads :func:`agent_archive` (the server package as a zip, a
-start script and the sandbox's token) in the background, and the loop starts ``python3`` on
-it if the image has one.  The agent listens on the container's own address, port
-:data:`AGENT_PORT`, and answers only requests carrying the sandbox's token
-(``X-Access-Token``); the token is in no command line and no file once the agent runs.
+start script and the sandbox's token, in a directory of the sandbox's own) in the background,
+and the loop starts ``python3`` on it if the image has one.  The agent listens on the
+container's own address, port :data:`AGENT_PORT`, and answers only requests carrying the
+sandbox's token (``X-Access-Token``); the agent reads the token's file and removes it as it
+starts, so the token is in no command line, no environment and no file once the agent runs.
 Nothing is published on the host.
 
 How it is used (:class:`AgentLink`): until the agent answers, and for good in an image without
@@ -33,6 +34,8 @@ import importlib.util
 import io
 import logging
 import marshal
+import secrets
+import shlex
 import tarfile
 import threading
 import time
@@ -53,11 +56,13 @@ from .commands import STATE_DIR, EnvdCommands
 
 __all__ = [
     "AGENT_PORT",
+    "AGENT_ROOT",
     "AgentLink",
     "AgentMode",
     "AgentRouting",
     "AgentUnreachable",
     "agent_archive",
+    "agent_directory",
     "launch_command",
 ]
 
@@ -86,27 +91,34 @@ _PATIENCE_FACTOR = 4.0
 _answer_delays: dict[str, float] = {}
 _answer_delays_lock = threading.Lock()
 
-# The container's command ($1: lifetime): a background loop waits for the agent's files (the
-# last entry of their archive marks them complete), then starts it; the main process is the
-# usual sleep.  Nothing of the agent or its token is in the command line the sandbox sees.
+# Where each sandbox's agent keeps its files and, until the agent has read it, its token: a
+# directory of its own (a random name, mode 0700) in the container's own root filesystem, not
+# below /tmp, which a volume may share between sandboxes.
+AGENT_ROOT = "/.sandbox-runtime"
+
+# The container's command ($1: lifetime, $2: the agent's directory): a background loop waits
+# for the agent's files (the last entry of their archive marks them complete), then starts it;
+# the main process is the usual sleep.  Nothing of the token is in the command line the
+# sandbox sees.
 _LAUNCH = (
-    f"d={STATE_DIR}; (n=0; while [ ! -e $d/agent.ready ] && [ $n -lt 1500 ]; do sleep 0.02; "
-    "n=$((n+1)); done; [ -e $d/agent.ready ] && exec /bin/sh $d/agent.sh) >/dev/null 2>&1 & "
+    'd="$2"; (n=0; while [ ! -e "$d/agent.ready" ] && [ $n -lt 1500 ]; do sleep 0.02; '
+    'n=$((n+1)); done; [ -e "$d/agent.ready" ] && exec /bin/sh "$d/agent.sh") >/dev/null 2>&1 & '
     'exec sleep "$1"'
 )
 
-# Runs once the files are there: the token leaves its file for the agent's environment (which
-# the agent empties of it before any command runs); without python3 nothing starts.  The
-# engine may still be setting agent.ready's owner and times when the loop sees it, so that
-# one stays (removing it failed the upload now and then).
-_START = f"""\
-d={STATE_DIR}
-t=$(cat "$d/agent.token"); rm -f "$d/agent.token"
-p=$(command -v python3) && [ -n "$t" ] || exit 0
+# Runs once the files are there.  The agent reads its token file and removes it itself before
+# it serves anything (``--token-file``): the token passes through no environment (a process's
+# first environment stays readable in /proc/<pid>/environ whatever it later unsets) and no
+# command line.  Without python3 nothing starts.  The engine may still be setting
+# agent.ready's owner and times when the loop sees it, so that one stays (removing it failed
+# the upload now and then).
+_START = """\
+d={directory}
+p=$(command -v python3) && [ -s "$d/agent.token" ] || exit 0
 # Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
 ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
-ENVD_ACCESS_TOKEN="$t" exec "$p" -E -s "$d/agent.zip" --host 0.0.0.0 \\
-  --port {AGENT_PORT} --exec-like </dev/null >"$d/agent.log" 2>&1
+exec "$p" -E -s "$d/agent.zip" --token-file "$d/agent.token" --host 0.0.0.0 \\
+  --port {port} --exec-like </dev/null >"$d/agent.log" 2>&1
 """
 
 _MAIN = f"import sys\nfrom {_PACKAGE}.__main__ import main\nsys.exit(main())\n"
@@ -146,27 +158,40 @@ def _unchecked_pyc(source: bytes, name: str) -> bytes:
     )
 
 
-def launch_command(lifetime_seconds: int) -> list[str]:
-    """The container's command: ``sleep`` as before, with the agent's starter beside it."""
-    return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
+def agent_directory() -> str:
+    """A new sandbox's agent directory: a name no other sandbox uses, under :data:`AGENT_ROOT`."""
+    return f"{AGENT_ROOT}/{secrets.token_hex(8)}"
 
 
-def agent_archive(token: str) -> bytes:
+def launch_command(lifetime_seconds: int, directory: str) -> list[str]:
+    """The container's command: ``sleep`` as before, with the agent's starter beside it.
+
+    ``directory`` is the sandbox's :func:`agent_directory`, the one :func:`agent_archive`
+    fills.
+    """
+    return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds), directory]
+
+
+def agent_archive(token: str, directory: str) -> bytes:
     """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
 
-    The directory is world-writable with the sticky bit, as ``/tmp`` is, so that commands of
-    any user can leave their standard input there.
+    ``directory`` (mode 0700) holds the server, its start script and the token (mode 0600,
+    removed by the agent as it starts).  The state directory (:data:`STATE_DIR`, where
+    commands' standard input waits) comes too, world-writable with the sticky bit as ``/tmp``
+    is, so that commands of any user can leave their standard input there.
     """
     buffer = io.BytesIO()
-    base = STATE_DIR.lstrip("/")
+    base = directory.strip("/")
+    start = _START.format(directory=shlex.quote(directory), port=AGENT_PORT)
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        folder = tarfile.TarInfo(base)
-        folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
-        archive.addfile(folder)
+        for folder_name, folder_mode in ((STATE_DIR.strip("/"), 0o1777), (base, 0o700)):
+            folder = tarfile.TarInfo(folder_name)
+            folder.type, folder.mode = tarfile.DIRTYPE, folder_mode
+            archive.addfile(folder)
         entries = (
             ("agent.zip", _agent_zip(), 0o644),
-            ("agent.sh", _START.encode(), 0o644),
-            ("agent.token", token.encode(), 0o644),
+            ("agent.sh", start.encode(), 0o644),
+            ("agent.token", token.encode(), 0o600),
             ("agent.ready", b"", 0o644),
         )
         for name, data, mode in entries:

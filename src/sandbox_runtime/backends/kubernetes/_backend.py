@@ -51,6 +51,7 @@ from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
+    agent_directory,
     launch_command,
 )
 from sandbox_runtime.errors import (
@@ -162,6 +163,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         self._shell = "bash"
         self._close_stdin = True  # the v5 close signal; learnt from the first exec
         self._pod_ip: str | None = None
+        self._agent_dir = agent_directory()
 
     def __repr__(self) -> str:
         return f"KubernetesBackend(pod={self._pod!r})"
@@ -225,7 +227,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             "imagePullPolicy": opts.image_pull_policy,
             "command": ["sleep", str(lifetime)]
             if opts.agent == "off"
-            else launch_command(lifetime),
+            else launch_command(lifetime, self._agent_dir),
             "workingDir": config.workdir,
             "env": [{"name": k, "value": v} for k, v in config.env.items()],
             "resources": {"requests": resources, "limits": resources} if resources else {},
@@ -300,7 +302,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
         )
-        link.start(lambda: self._native_put_archive(agent_archive(token)))
+        link.start(lambda: self._native_put_archive(agent_archive(token, self._agent_dir)))
         return link
 
     def _create(self, cluster: Cluster, manifest: dict[str, Any]) -> None:
