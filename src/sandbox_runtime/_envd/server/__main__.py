@@ -20,6 +20,7 @@ import signal
 import sys
 
 from ._http import serve
+from ._limits import raise_open_files
 from .app import EnvdApp
 
 
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="envd %(levelname)s %(name)s: %(message)s",
     )
+    raise_open_files()  # each running command holds four descriptors: see _limits
     app = EnvdApp(
         root=args.root,
         workdir=args.workdir,
