@@ -80,7 +80,11 @@ _PACKAGE = "srt_envd"
 _PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
 _PROBE_FIRST_INTERVAL = 0.01
 _PROBE_MAX_INTERVAL = 0.05
-_REQUEST_TIMEOUT = 60.0
+# How long a call waits for the agent's answer (a command's start: its response head).  An
+# agent that died refuses or resets at once; one that only answers late is a starved CPU (64
+# sandboxes x 200 commands on 2 cores, a load of 130, kept 39 of 12,800 starts waiting past
+# 60 s), and a start given up on may still have run, so waiting is the better failure.
+_REQUEST_TIMEOUT = 300.0
 # The least an ``auto`` call waits for an agent its image has shown it runs (see AgentLink).
 _MIN_PATIENCE = 5.0
 # How many times the slowest recent start of the image's agent a call waits for.

@@ -46,8 +46,8 @@ def _keep_memory_private() -> None:
     """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), where Linux allows.
 
     Then its ``/proc/<pid>/environ``, ``mem`` and ``maps`` and ``ptrace`` are closed to
-    processes of the same user that lack ``CAP_SYS_PTRACE`` (a container's processes do by
-    default): they cannot read the token from its memory.  The commands it starts are
+    processes of the same user that lack ``CAP_SYS_PTRACE``, as a container's processes do
+    by default, root included: they cannot read the token from its memory.  The commands it starts are
     dumpable again, as every ``execve`` of a readable program makes them.  Best effort: no
     ``ctypes`` or no Linux, nothing changes.
     """
