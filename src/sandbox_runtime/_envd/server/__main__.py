@@ -47,9 +47,9 @@ def _keep_memory_private() -> None:
 
     Then its ``/proc/<pid>/environ``, ``mem`` and ``maps`` and ``ptrace`` are closed to
     processes of the same user that lack ``CAP_SYS_PTRACE``, as a container's processes do
-    by default, root included: they cannot read the token from its memory.  The commands it starts are
-    dumpable again, as every ``execve`` of a readable program makes them.  Best effort: no
-    ``ctypes`` or no Linux, nothing changes.
+    by default, root included: they cannot read the token from its memory.  The commands it
+    starts are dumpable again, as every ``execve`` of a readable program makes them.  Best
+    effort: no ``ctypes`` or no Linux, nothing changes.
     """
     try:
         import ctypes
