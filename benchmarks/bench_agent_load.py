@@ -59,7 +59,7 @@ class Tally:
         done = sorted(self.seconds)
         failed = sum(self.failures.values())
         line = f"{what}: {len(done)} ok, {failed} failed, wall {wall:.2f}s"
-        if done:
+        if done:  # for starts: each start's seconds; for commands: ExecResult.duration
             p99 = done[min(len(done) - 1, int(0.99 * len(done)))]
             line += f", command duration median {statistics.median(done):.3f}s p99 {p99:.3f}s"
         print(line, flush=True)
@@ -103,11 +103,27 @@ def exec_burst(sandbox: SandboxRuntime, count: int, tally: Tally) -> None:
         list(pool.map(one, range(count)))
 
 
-def _start(image: str, agent: str) -> SandboxRuntime:
+def _start_all(image: str, agent: str, count: int, tally: Tally) -> list[SandboxRuntime]:
+    """``count`` sandboxes, 16 starting at a time; a start that fails is counted, not fatal."""
     config = SandboxConfig(backend="docker", image=image, lifetime=1800, options={"agent": agent})
-    sandbox = SandboxRuntime(config)
-    sandbox.start()
-    return sandbox
+    started: list[SandboxRuntime] = []
+    lock = threading.Lock()
+
+    def start(_: int) -> None:
+        sandbox = SandboxRuntime(config)
+        began = time.monotonic()
+        try:
+            sandbox.start()
+        except Exception as exc:
+            tally.failed(f"{type(exc).__name__}: {exc}")
+            return
+        tally.ok(time.monotonic() - began)
+        with lock:
+            started.append(sandbox)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, count)) as pool:
+        list(pool.map(start, range(count)))
+    return started
 
 
 def _each(sandboxes: list[SandboxRuntime], work: Callable[[SandboxRuntime], None]) -> float:
@@ -136,25 +152,25 @@ def main() -> int:
     parser.add_argument("--execs", type=int, default=500)
     args = parser.parse_args()
     _raise_open_file_limit()
+    starts, background, execs = Tally(), Tally(), Tally()
     began = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, args.sandboxes)) as pool:
-        sandboxes = list(pool.map(lambda _: _start(args.image, args.agent), range(args.sandboxes)))
-    print(f"{args.sandboxes} sandbox(es) started in {time.monotonic() - began:.1f}s", flush=True)
+    sandboxes = _start_all(args.image, args.agent, args.sandboxes, starts)
+    starts.report(f"{args.sandboxes} sandbox start(s)", time.monotonic() - began)
     try:
-        print(sandboxes[0].exec(_LIMITS).stdout, end="", flush=True)
-        background, execs = Tally(), Tally()
-        if args.background:
+        if sandboxes:
+            print(sandboxes[0].exec(_LIMITS).stdout, end="", flush=True)
+        if args.background and sandboxes:
             wall = _each(
                 sandboxes, lambda s: background_burst(s, args.background, args.hold, background)
             )
-            background.report(f"{args.sandboxes} x {args.background} exec_background", wall)
-        if args.execs:
+            background.report(f"{len(sandboxes)} x {args.background} exec_background", wall)
+        if args.execs and sandboxes:
             wall = _each(sandboxes, lambda s: exec_burst(s, args.execs, execs))
-            execs.report(f"{args.sandboxes} x {args.execs} exec", wall)
+            execs.report(f"{len(sandboxes)} x {args.execs} exec", wall)
     finally:
         with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(lambda s: s.close(), sandboxes))
-    return 1 if background.failures or execs.failures else 0
+    return 1 if starts.failures or background.failures or execs.failures else 0
 
 
 if __name__ == "__main__":

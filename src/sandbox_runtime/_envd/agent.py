@@ -75,9 +75,12 @@ _State = Literal["pending", "ready", "absent"]
 #: The agent's port inside the sandbox (envd's own port number).
 AGENT_PORT = 49983
 _PACKAGE = "srt_envd"
-# A probe: an address that neither accepts nor refuses within ``connect`` is unreachable from
-# here (a container network this host is not on); a slow answer is a busy machine.
+# A probe: an address that neither accepts nor refuses within ``connect``, that many times in
+# a row, is unreachable from here (a container network this host is not on); a slow answer is
+# a busy machine.  Once is not enough: the first packet to a new address waits for ARP, whose
+# retry comes after a second (64 sandboxes starting at once on a loaded host lost one so).
 _PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
+_UNREACHABLE_AFTER = 3
 _PROBE_FIRST_INTERVAL = 0.01
 _PROBE_MAX_INTERVAL = 0.05
 # How long a call waits for the agent's answer (a command's start: its response head).  An
@@ -310,17 +313,20 @@ class AgentLink:
             self._ask_until_ready(probe, url, began)
 
     def _ask_until_ready(self, probe: httpx.Client, url: str, began: float) -> None:
-        delay = _PROBE_FIRST_INTERVAL
+        delay, silent = _PROBE_FIRST_INTERVAL, 0
         while self._state == "pending":  # else closed meanwhile: the sandbox is stopping
             try:
                 answer = probe.get(f"{url}/health")
             except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
                 # Refused: not listening yet (or no python3 in the image); a slow or broken
                 # answer: starting on a busy machine.  Neither says the address is wrong.
-                answer = None
+                answer, silent = None, 0
             except httpx.HTTPError as exc:
-                self._give_up(f"{url} does not answer from here ({exc})")
-                return
+                silent += 1
+                if not isinstance(exc, httpx.ConnectTimeout) or silent >= _UNREACHABLE_AFTER:
+                    self._give_up(f"{url} does not answer from here ({exc})")
+                    return
+                answer = None
             if answer is not None:
                 if answer.status_code in (200, 204):
                     self._connect(url)
