@@ -49,7 +49,10 @@ def agent(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], EnvdClient,
             assert time.monotonic() < deadline, "the agent never listened"
             time.sleep(0.02)
         url = f"http://127.0.0.1:{port_file.read_text().strip()}"
-        client = EnvdClient(url, sandbox_id="agent", token=token, request_timeout=60)
+        # As the agent link makes it: starts on the plain-HTTP pool.
+        client = EnvdClient(
+            url, sandbox_id="agent", token=token, request_timeout=60, plain_hot_path=True
+        )
         yield process, client, token, token_file
         client.close()
     finally:
