@@ -61,7 +61,7 @@ class Tally:
         line = f"{what}: {len(done)} ok, {failed} failed, wall {wall:.2f}s"
         if done:  # for starts: each start's seconds; for commands: ExecResult.duration
             p99 = done[min(len(done) - 1, int(0.99 * len(done)))]
-            line += f", command duration median {statistics.median(done):.3f}s p99 {p99:.3f}s"
+            line += f", each: median {statistics.median(done):.3f}s p99 {p99:.3f}s"
         print(line, flush=True)
         for why, count in self.failures.most_common():
             print(f"  {count} x {why}", flush=True)
