@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 DOCKER_IMAGE = os.environ.get("SANDBOX_RUNTIME_TEST_IMAGE", "sandbox-runtime-test/base:bookworm")
+NOBODY_IMAGE = "sandbox-runtime-test/nobody:latest"
 IN_CI = os.environ.get("SANDBOX_RUNTIME_CI") == "1"
 
 
@@ -64,6 +65,22 @@ def docker_image() -> str:
     """The locally built test image; fails in CI and skips elsewhere without Docker."""
     require(docker_problem())
     return DOCKER_IMAGE
+
+
+@pytest.fixture(scope="session")
+def nobody_image(docker_image: str) -> Iterator[str]:
+    """The test image whose user is ``nobody`` (committed, so no registry is needed)."""
+    import docker
+
+    client = docker.from_env(timeout=60)
+    try:
+        container = client.containers.run(docker_image, ["true"], detach=True)
+        container.wait(timeout=60)
+        container.commit(*NOBODY_IMAGE.split(":"), changes=["USER nobody"])
+        container.remove(force=True)
+        yield NOBODY_IMAGE
+    finally:
+        client.close()
 
 
 @cache

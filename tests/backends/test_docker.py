@@ -79,9 +79,15 @@ def test_labels_resources_and_init(engine: Any, docker_image: str) -> None:
         assert host["PidsLimit"] == 64
         assert host["Init"] is True
         assert host["AutoRemove"] is True
-        # The lifetime is the sleep's: alone, or after the agent's starter (agent "auto").
-        assert info["Config"]["Cmd"][-1] == "300"
-        assert info["Config"]["Entrypoint"][0] in ("sleep", "/bin/sh")
+        # The lifetime is the sleep's: alone, or after the agent's starter (agent "auto"),
+        # followed by the agent's own directory.
+        command, entrypoint = info["Config"]["Cmd"], info["Config"]["Entrypoint"][0]
+        if entrypoint == "sleep":
+            assert command == ["300"]
+        else:
+            assert entrypoint == "/bin/sh"
+            assert command[-2] == "300"
+            assert command[-1].startswith("/.sandbox-runtime/")
         # The memory limit is real: a 512 MiB allocation is killed (SIGKILL: 128 + 9).
         hog = sandbox.exec(["python3", "-c", "b = bytearray(512 * 1024 * 1024); print(len(b))"])
         assert hog.exit_code == 137

@@ -112,7 +112,9 @@ def test_labels_annotations_and_spec(k8s_emulator: Any, core: Any, docker_image:
         container = spec["containers"][0]
         # The sleep that ends the pod, after the agent's starter (agent "auto").
         assert container["command"][0] == "/bin/sh"
-        assert container["command"][-1] == "300"
+        assert container["command"][4] == "300"
+        # The agent's own directory: a random name, not below a /tmp a volume may share.
+        assert container["command"][5].startswith("/.sandbox-runtime/")
         assert 'exec sleep "$1"' in container["command"][2]
         assert container["resources"]["limits"] == {"cpu": "500m", "memory": str(128 * 1024**2)}
         assert container["resources"]["requests"] == container["resources"]["limits"]
@@ -448,3 +450,17 @@ def test_cli_emulator_plain_http_and_offline_images_on_request(tmp_path: Path) -
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=30) == 0
+
+
+def test_a_pod_whose_user_is_not_root_still_gets_its_agent(
+    k8s_emulator: Any, nobody_image: str
+) -> None:
+    """``nobody`` cannot create the agent's directory under ``/``: its files go to the same
+    random name under ``/tmp`` (0700, token removed), and calls still go through it ("on")."""
+    config = _config(k8s_emulator, nobody_image, workdir="/tmp/work", options={"agent": "on"})
+    with SandboxRuntime(config) as sandbox:
+        assert sandbox.exec("cat /proc/$PPID/comm").stdout.strip() == "sandbox-agent"
+        assert sandbox.exec("id -un").stdout == "nobody\n"
+        listing = sandbox.exec("stat -c '%U %a' /tmp/.sandbox-runtime-agent-*/").stdout
+        assert listing == "nobody 700\n"
+        assert "agent.token" not in sandbox.exec("ls /tmp/.sandbox-runtime-agent-*/").stdout

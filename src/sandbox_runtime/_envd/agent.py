@@ -10,10 +10,11 @@ against the real envd).
 How it is started, off the path of the start itself: the container's command becomes
 :func:`launch_command`, the usual ``sleep`` with a small background loop beside it.  Once the
 container runs, the backend uploads :func:`agent_archive` (the server package as a zip, a
-start script and the sandbox's token) in the background, and the loop starts ``python3`` on
-it if the image has one.  The agent listens on the container's own address, port
-:data:`AGENT_PORT`, and answers only requests carrying the sandbox's token
-(``X-Access-Token``); the token is in no command line and no file once the agent runs.
+start script and the sandbox's token, in a directory of the sandbox's own) in the background,
+and the loop starts ``python3`` on it if the image has one.  The agent listens on the
+container's own address, port :data:`AGENT_PORT`, and answers only requests carrying the
+sandbox's token (``X-Access-Token``); the agent reads the token's file and removes it as it
+starts, so the token is in no command line, no environment and no file once the agent runs.
 Nothing is published on the host.
 
 How it is used (:class:`AgentLink`): until the agent answers, and for good in an image without
@@ -39,6 +40,9 @@ import importlib.util
 import io
 import logging
 import marshal
+import posixpath
+import secrets
+import shlex
 import tarfile
 import threading
 import time
@@ -60,11 +64,14 @@ from .commands import STATE_DIR, EnvdCommands
 
 __all__ = [
     "AGENT_PORT",
+    "AGENT_ROOT",
     "AgentLink",
     "AgentMode",
     "AgentRouting",
     "AgentUnreachable",
     "agent_archive",
+    "agent_directory",
+    "fallback_directory",
     "launch_command",
     "restart_command",
 ]
@@ -80,12 +87,19 @@ _State = Literal["pending", "ready", "absent", "lost", "restarting"]
 #: The agent's port inside the sandbox (envd's own port number).
 AGENT_PORT = 49983
 _PACKAGE = "srt_envd"
-# A probe: an address that neither accepts nor refuses within ``connect`` is unreachable from
-# here (a container network this host is not on); a slow answer is a busy machine.
+# A probe: an address that neither accepts nor refuses within ``connect``, that many times in
+# a row, is unreachable from here (a container network this host is not on); a slow answer is
+# a busy machine.  Once is not enough: the first packet to a new address waits for ARP, whose
+# retry comes after a second (64 sandboxes starting at once on a loaded host lost one so).
 _PROBE_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
+_UNREACHABLE_AFTER = 3
 _PROBE_FIRST_INTERVAL = 0.01
 _PROBE_MAX_INTERVAL = 0.05
-_REQUEST_TIMEOUT = 60.0
+# How long a call waits for the agent's answer (a command's start: its response head).  An
+# agent that died refuses or resets at once; one that only answers late is a starved CPU (64
+# sandboxes x 200 commands on 2 cores, a load of 130, kept 39 of 12,800 starts waiting past
+# 60 s), and a start given up on may still have run, so waiting is the better failure.
+_REQUEST_TIMEOUT = 300.0
 # The least an ``auto`` call waits for an agent its image has shown it runs (see AgentLink).
 _MIN_PATIENCE = 5.0
 # How many times the slowest recent start of the image's agent a call waits for.
@@ -99,27 +113,35 @@ _RESTARTS = 2
 _answer_delays: dict[str, float] = {}
 _answer_delays_lock = threading.Lock()
 
-# The container's command ($1: lifetime): a background loop waits for the agent's files (the
-# last entry of their archive marks them complete), then starts it; the main process is the
-# usual sleep.  Nothing of the agent or its token is in the command line the sandbox sees.
+# Where each sandbox's agent keeps its files and, until the agent has read it, its token: a
+# directory of its own (a random name, mode 0700) in the container's own root filesystem, not
+# below /tmp, which a volume may share between sandboxes.
+AGENT_ROOT = "/.sandbox-runtime"
+
+# The container's command ($1: lifetime, $2: the agent's directory): a background loop waits
+# for the agent's files (the last entry of their archive marks them complete), then starts it;
+# the main process is the usual sleep.  Nothing of the token is in the command line the
+# sandbox sees.
 _LAUNCH = (
-    f"d={STATE_DIR}; (n=0; while [ ! -e $d/agent.ready ] && [ $n -lt 1500 ]; do sleep 0.02; "
-    "n=$((n+1)); done; [ -e $d/agent.ready ] && exec /bin/sh $d/agent.sh) >/dev/null 2>&1 & "
+    'd="$2"; f="${3:-$2}"; (n=0; while [ ! -e "$d/agent.ready" ] && [ ! -e "$f/agent.ready" ] '
+    '&& [ $n -lt 1500 ]; do sleep 0.02; n=$((n+1)); done; [ -e "$f/agent.ready" ] && d="$f"; '
+    '[ -e "$d/agent.ready" ] && exec /bin/sh "$d/agent.sh") >/dev/null 2>&1 & '
     'exec sleep "$1"'
 )
 
-# Runs once the files are there: the token leaves its file for the agent's environment (which
-# the agent empties of it before any command runs); without python3 nothing starts.  The
-# engine may still be setting agent.ready's owner and times when the loop sees it, so that
-# one stays (removing it failed the upload now and then).
-_START = f"""\
-d={STATE_DIR}
-t=$(cat "$d/agent.token"); rm -f "$d/agent.token"
-p=$(command -v python3) && [ -n "$t" ] || exit 0
+# Runs once the files are there.  The agent reads its token file and removes it itself before
+# it serves anything (``--token-file``): the token passes through no environment (a process's
+# first environment stays readable in /proc/<pid>/environ whatever it later unsets) and no
+# command line.  Without python3 nothing starts.  The engine may still be setting
+# agent.ready's owner and times when the loop sees it, so that one stays (removing it failed
+# the upload now and then).
+_START = """\
+d={directory}
+p=$(command -v python3) && [ -s "$d/agent.token" ] || exit 0
 # Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
 ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
-ENVD_ACCESS_TOKEN="$t" exec "$p" -E -s "$d/agent.zip" --host 0.0.0.0 \\
-  --port {AGENT_PORT} --exec-like </dev/null >"$d/agent.log" 2>&1
+exec "$p" -E -s "$d/agent.zip" --token-file "$d/agent.token" --host 0.0.0.0 \\
+  --port {port} --exec-like </dev/null >"$d/agent.log" 2>&1
 """
 
 _MAIN = f"import sys\nfrom {_PACKAGE}.__main__ import main\nsys.exit(main())\n"
@@ -159,36 +181,60 @@ def _unchecked_pyc(source: bytes, name: str) -> bytes:
     )
 
 
-def launch_command(lifetime_seconds: int) -> list[str]:
-    """The container's command: ``sleep`` as before, with the agent's starter beside it."""
-    return ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds)]
+def agent_directory() -> str:
+    """A new sandbox's agent directory: a name no other sandbox uses, under :data:`AGENT_ROOT`."""
+    return f"{AGENT_ROOT}/{secrets.token_hex(8)}"
 
 
-def restart_command() -> list[str]:
+def fallback_directory(directory: str) -> str:
+    """Where the agent goes when the image's user cannot create :data:`AGENT_ROOT`.
+
+    A non-root pod extracts the agent's files as its own user, who may not write ``/``; the
+    same random name under ``/tmp`` (mode 0700, and the token removed as the agent starts)
+    then keeps the agent, and two sandboxes sharing a ``/tmp`` volume still never share it.
+    """
+    return f"{STATE_DIR}-agent-{posixpath.basename(directory)}"
+
+
+def launch_command(lifetime_seconds: int, directory: str, fallback: str | None = None) -> list[str]:
+    """The container's command: ``sleep`` as before, with the agent's starter beside it.
+
+    ``directory`` is the sandbox's :func:`agent_directory`, the one :func:`agent_archive`
+    fills; the starter also watches ``fallback`` (:func:`fallback_directory`) when given.
+    """
+    command = ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds), directory]
+    return command + ([fallback] if fallback else [])
+
+
+def restart_command(directory: str) -> list[str]:
     """The agent's start script, for a native exec once :func:`agent_archive` is back in place.
 
     The container's own starter ran once and became the agent; a restart runs the script
-    the starter ran.
+    the starter ran, from the sandbox's :func:`agent_directory`.
     """
-    return ["/bin/sh", f"{STATE_DIR}/agent.sh"]
+    return ["/bin/sh", f"{directory}/agent.sh"]
 
 
-def agent_archive(token: str) -> bytes:
+def agent_archive(token: str, directory: str) -> bytes:
     """The agent's files as a tar for the engine to extract at ``/``; ``agent.ready`` last.
 
-    The directory is world-writable with the sticky bit, as ``/tmp`` is, so that commands of
-    any user can leave their standard input there.
+    ``directory`` (mode 0700) holds the server, its start script and the token (mode 0600,
+    removed by the agent as it starts).  The state directory (:data:`STATE_DIR`, where
+    commands' standard input waits) comes too, world-writable with the sticky bit as ``/tmp``
+    is, so that commands of any user can leave their standard input there.
     """
     buffer = io.BytesIO()
-    base = STATE_DIR.lstrip("/")
+    base = directory.strip("/")
+    start = _START.format(directory=shlex.quote(directory), port=AGENT_PORT)
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        folder = tarfile.TarInfo(base)
-        folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
-        archive.addfile(folder)
+        for folder_name, folder_mode in ((STATE_DIR.strip("/"), 0o1777), (base, 0o700)):
+            folder = tarfile.TarInfo(folder_name)
+            folder.type, folder.mode = tarfile.DIRTYPE, folder_mode
+            archive.addfile(folder)
         entries = (
             ("agent.zip", _agent_zip(), 0o644),
-            ("agent.sh", _START.encode(), 0o644),
-            ("agent.token", token.encode(), 0o644),
+            ("agent.sh", start.encode(), 0o644),
+            ("agent.token", token.encode(), 0o600),
             ("agent.ready", b"", 0o644),
         )
         for name, data, mode in entries:
@@ -315,17 +361,20 @@ class AgentLink:
             self._ask_until_ready(probe, url, began)
 
     def _ask_until_ready(self, probe: httpx.Client, url: str, began: float) -> None:
-        delay = _PROBE_FIRST_INTERVAL
+        delay, silent = _PROBE_FIRST_INTERVAL, 0
         while self._state in ("pending", "restarting"):  # else closed meanwhile: stopping
             try:
                 answer = probe.get(f"{url}/health")
             except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
                 # Refused: not listening yet (or no python3 in the image); a slow or broken
                 # answer: starting on a busy machine.  Neither says the address is wrong.
-                answer = None
+                answer, silent = None, 0
             except httpx.HTTPError as exc:
-                self._give_up(f"{url} does not answer from here ({exc})")
-                return
+                silent += 1
+                if not isinstance(exc, httpx.ConnectTimeout) or silent >= _UNREACHABLE_AFTER:
+                    self._give_up(f"{url} does not answer from here ({exc})")
+                    return
+                answer = None
             if answer is not None:
                 if answer.status_code in (200, 204):
                     self._connect(url)

@@ -3,8 +3,9 @@
 The agent is this library's envd server: a small Python process started in the sandbox by
 the container's own command, reached at the sandbox's address with a per-sandbox token.
 Commands and whole-file calls then take about a millisecond instead of an engine's exec.
-A backend uses it by making its container command :func:`launch_command`, putting
-:func:`agent_archive` into the sandbox after start through an :class:`AgentLink`, and mixing
+A backend uses it by making its container command :func:`launch_command` (with a new
+:func:`agent_directory` per sandbox), putting :func:`agent_archive` (the same directory) into
+the sandbox after start through an :class:`AgentLink`, and mixing
 :class:`AgentRouting` in before :class:`~sandbox_runtime.backend_kit.Backend` (its own
 primitives renamed ``_native_*``); a backend that can start :func:`restart_command`
 detached also lets a lost agent come back.  A service that speaks envd itself (AGS, e2b) is driven
@@ -16,6 +17,8 @@ from sandbox_runtime._envd.agent import (
     AgentMode,
     AgentRouting,
     agent_archive,
+    agent_directory,
+    fallback_directory,
     launch_command,
     restart_command,
 )
@@ -38,6 +41,8 @@ __all__ = [
     "EnvdError",
     "EnvdUnauthorized",
     "agent_archive",
+    "agent_directory",
+    "fallback_directory",
     "launch_command",
     "restart_command",
     "shared_tls_context",

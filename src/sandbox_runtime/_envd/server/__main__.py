@@ -1,7 +1,12 @@
 """``python -m ...envd``: serve the envd emulation on a TCP port of this machine.
 
-The access token is read from the ``ENVD_ACCESS_TOKEN`` environment variable, never from
-the command line, where every user of the machine could read it in ``ps``.
+The access token is read from the ``ENVD_ACCESS_TOKEN`` environment variable, or from the
+file ``--token-file`` names, which is removed once read; never from the command line, where
+every user of the machine could read it in ``ps``.  The in-sandbox agent uses the file: a
+process's first environment stays readable in ``/proc/<pid>/environ`` (by processes of the
+same user) whatever the process later unsets, so a token that must stay the agent's own
+cannot travel there.  An agent that read its token from a file also makes itself
+non-dumpable (see :func:`_keep_memory_private`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import signal
 import sys
 
 from ._http import serve
+from ._limits import raise_open_files
 from .app import EnvdApp
 
 
@@ -26,6 +32,34 @@ def _write_port(path: str, port: int) -> None:
     os.replace(partial, path)
 
 
+def _take_token(path: str) -> str:
+    """The token in ``path``, which is removed: once the agent runs, it is in no file."""
+    with open(path, encoding="ascii") as handle:
+        token = handle.read().strip()
+    os.unlink(path)
+    if not token:
+        raise SystemExit(f"envd: {path} holds no token")
+    return token
+
+
+def _keep_memory_private() -> None:
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), where Linux allows.
+
+    Then its ``/proc/<pid>/environ``, ``mem`` and ``maps`` and ``ptrace`` are closed to
+    processes of the same user that lack ``CAP_SYS_PTRACE``, as a container's processes do
+    by default, root included: they cannot read the token from its memory.  The commands it
+    starts are dumpable again, as every ``execve`` of a readable program makes them.  Best
+    effort: no ``ctypes`` or no Linux, nothing changes.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and serve until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(prog="envd", description="envd protocol emulation")
@@ -34,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port-file", help="write the bound port to this file when ready")
     parser.add_argument("--root", default="/", help="directory that stands for the sandbox's /")
     parser.add_argument("--workdir", default="/", help="base of relative paths")
+    parser.add_argument(
+        "--token-file", help="read the access token from this file, then remove the file"
+    )
     parser.add_argument(
         "--keep-env",
         action="append",
@@ -52,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="envd %(levelname)s %(name)s: %(message)s",
     )
+    raise_open_files()  # each running command holds four descriptors: see _limits
     app = EnvdApp(
         root=args.root,
         workdir=args.workdir,
@@ -59,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         exec_like=args.exec_like,
     )
     token = os.environ.pop("ENVD_ACCESS_TOKEN", None)
+    if args.token_file:
+        token = _take_token(args.token_file)
+        _keep_memory_private()
     if token:
         app.access_token = token
 

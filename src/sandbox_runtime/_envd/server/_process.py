@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._connect import ConnectError, b64
+from ._limits import with_callers_limit
 from ._pty import open_pty, pty_argv, resize
 from ._users import User
 
@@ -204,6 +205,7 @@ class ProcessManager:
         # envd's own shell around the command; an exec-like agent runs the command itself
         # (its callers always name an interpreter), which saves a process per command.
         argv = [cmd, *args] if self._exec_like else ["/bin/sh", "-c", 'exec "$@"', "--", cmd, *args]
+        argv = with_callers_limit(argv)
         tty: int | None = None
         streams: dict[str, Any] = {
             "stdin": subprocess.PIPE if want_stdin else subprocess.DEVNULL,

@@ -53,6 +53,7 @@ from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
+    agent_directory,
     launch_command,
     restart_command,
 )
@@ -113,6 +114,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         # Most images have bash; one without it costs a single failed exec, then sh is used.
         self._shell = "bash"
         self._agent: AgentLink | None = None
+        self._agent_dir = agent_directory()
 
     @classmethod
     def engine_key(cls, options: BackendOptions) -> str:
@@ -222,7 +224,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         lifetime = int(config.lifetime + 0.999)
         entrypoint, command = ["sleep"], [str(lifetime)]
         if agent:
-            launch = launch_command(lifetime)
+            launch = launch_command(lifetime, self._agent_dir)
             entrypoint, command = launch[:3], launch[3:]
 
         def create() -> str:
@@ -279,14 +281,29 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             kill_command=lambda token: self._kill_carriers(container, token),
             restart=lambda: self._restart_agent(container, token),
         )
-        link.start(lambda: self._api.put_archive(container, "/", agent_archive(token)))
+        link.start(lambda: self._put_owned(container, agent_archive(token, self._agent_dir)))
         return link
 
     def _restart_agent(self, container: str, token: str) -> None:
         """Put the agent's files back and start it by a detached exec (see AgentLink)."""
-        self._api.put_archive(container, "/", agent_archive(token))
-        exec_id = self._api.exec_create(container, restart_command(), user="")["Id"]
+        self._put_owned(container, agent_archive(token, self._agent_dir))
+        exec_id = self._api.exec_create(container, restart_command(self._agent_dir), user="")["Id"]
         self._api.exec_start(exec_id, detach=True)
+
+    def _put_owned(self, container: str, data: bytes) -> None:
+        """Extract ``data`` at ``/``, every file owned by the container's user.
+
+        The agent runs as the image's user, which must own its directory (mode 0700) to read
+        and remove its token: the engine's ``copyUIDGID`` (``docker cp -a``), which docker-py's
+        ``put_archive`` does not offer.
+        """
+        api = self._api
+        answer = api._put(
+            api._url("/containers/{0}/archive", container),
+            params={"path": "/", "copyUIDGID": "1"},
+            data=data,
+        )
+        api._raise_for_status(answer)
 
     def _address(self) -> str | None:
         """The container's IP address on its first network (None without one)."""

@@ -51,6 +51,8 @@ from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
+    agent_directory,
+    fallback_directory,
     launch_command,
 )
 from sandbox_runtime.errors import (
@@ -162,6 +164,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         self._shell = "bash"
         self._close_stdin = True  # the v5 close signal; learnt from the first exec
         self._pod_ip: str | None = None
+        self._agent_dir = agent_directory()
 
     def __repr__(self) -> str:
         return f"KubernetesBackend(pod={self._pod!r})"
@@ -225,7 +228,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             "imagePullPolicy": opts.image_pull_policy,
             "command": ["sleep", str(lifetime)]
             if opts.agent == "off"
-            else launch_command(lifetime),
+            else launch_command(lifetime, self._agent_dir, fallback_directory(self._agent_dir)),
             "workingDir": config.workdir,
             "env": [{"name": k, "value": v} for k, v in config.env.items()],
             "resources": {"requests": resources, "limits": resources} if resources else {},
@@ -301,8 +304,20 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
             kill_command=self._kill_carriers,
         )
-        link.start(lambda: self._native_put_archive(agent_archive(token)))
+        link.start(lambda: self._put_agent(token))
         return link
+
+    def _put_agent(self, token: str) -> None:
+        """The agent's files in its own directory, or where a non-root pod's user can write.
+
+        ``tar`` runs as the pod's user, who may not create the directory under ``/``; the pod's
+        starter watches both places (see :func:`fallback_directory`).
+        """
+        try:
+            self._native_put_archive(agent_archive(token, self._agent_dir))
+        except BackendError:
+            self._agent_dir = fallback_directory(self._agent_dir)
+            self._native_put_archive(agent_archive(token, self._agent_dir))
 
     def _create(self, cluster: Cluster, manifest: dict[str, Any]) -> None:
         def create() -> None:
