@@ -16,10 +16,11 @@ they were (a ``_verl`` file's rows come from its ``extra_info``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe.samples import bundled_rows_path
@@ -29,6 +30,7 @@ __all__ = [
     "DatasetError",
     "SourceRows",
     "load_rows",
+    "read_row_at",
     "read_source",
     "select_tasks",
     "write_jsonl",
@@ -61,34 +63,132 @@ class SourceRows:
         self.errors += other.errors
 
 
-def _read_jsonl(path: Path) -> SourceRows:
+#: The largest JSONL line read as a row (``$SANDBOX_RUNTIME_MAX_ROW_BYTES`` changes it).
+#: Reading a row holds its text and its parsed value at once, about twice its size in
+#: memory; a longer line is one ``FILE:LINE`` error, skipped in chunks without being held.
+DEFAULT_MAX_ROW_BYTES = 512 * 1024 * 1024
+_SKIP_CHUNK = 1024 * 1024
+
+
+def max_row_bytes() -> int:
+    """The row size limit in force (the environment's, else :data:`DEFAULT_MAX_ROW_BYTES`)."""
+    value = os.environ.get("SANDBOX_RUNTIME_MAX_ROW_BYTES", "")
     try:
-        data = path.read_bytes()
+        return int(value) if value.strip() else DEFAULT_MAX_ROW_BYTES
+    except ValueError:
+        raise DatasetError(
+            f"SANDBOX_RUNTIME_MAX_ROW_BYTES={value!r}: not a number of bytes"
+        ) from None
+
+
+def _skip_rest_of_line(handle: IO[bytes]) -> int:
+    """Read past the end of the current line in bounded chunks; returns the bytes skipped."""
+    skipped = 0
+    while True:
+        chunk = handle.readline(_SKIP_CHUNK)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped
+
+
+def _next_line(handle: IO[bytes], limit: int) -> bytes | int | None:
+    """The next line's bytes, its size where it is over ``limit`` (not kept), ``None`` at end."""
+    raw = handle.readline(limit + 1)
+    if not raw:
+        return None
+    if len(raw) > limit and not raw.endswith(b"\n"):
+        size = len(raw)
+        del raw
+        return size + _skip_rest_of_line(handle)
+    return raw
+
+
+def _parse_line(line: str, where: str) -> Row | str:
+    """The row a line's text holds, or why it holds none (empty for a blank line)."""
+    if not line.strip():
+        return ""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"{where}: not valid JSON: {exc.msg} (column {exc.colno})"
+    if not isinstance(row, dict):
+        return f"{where}: a row must be a JSON object, not {type(row).__name__}"
+    return row
+
+
+def _read_jsonl(path: Path) -> SourceRows:
+    """The rows of a JSONL file, read one line at a time (never the whole file at once).
+
+    Each line's bytes are dropped once decoded and its text once parsed, so a huge row
+    costs about twice its size while it is read and its own size after; a line over
+    :func:`max_row_bytes` is reported and skipped, and the rows after it still load.
+    """
+    limit = max_row_bytes()
+    found = SourceRows()
+    try:
+        handle = path.open("rb")
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
-    found = SourceRows()
-    for number, raw in enumerate(data.splitlines(), start=1):
-        where = f"{path}:{number}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            found.errors.append(
-                f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-            )
-            continue
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            found.errors.append(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(row, dict):
-            found.errors.append(f"{where}: a row must be a JSON object, not {type(row).__name__}")
-            continue
-        found.rows.append(row)
-        found.labels.append(where)
+    with handle:
+        number = 0
+        while (raw := _next_line(handle, limit)) is not None:
+            number += 1
+            where = f"{path}:{number}"
+            if isinstance(raw, int):
+                found.errors.append(
+                    f"{where}: the row is {raw} bytes, over the limit of {limit} bytes "
+                    "($SANDBOX_RUNTIME_MAX_ROW_BYTES); skipped"
+                )
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                byte = raw[exc.start]
+                found.errors.append(
+                    f"{where}: not UTF-8 (byte 0x{byte:02x} at column {exc.start + 1})"
+                )
+                continue
+            finally:
+                del raw
+            row = _parse_line(line, where)
+            del line
+            if isinstance(row, str):
+                found.errors += [row] if row else []
+                continue
+            found.rows.append(row)
+            found.labels.append(where)
     return found
+
+
+def read_row_at(path: Path, line: int) -> Row:
+    """The row on line ``line`` (from 1) of a JSONL file, the lines before it skipped unread.
+
+    How a trajectory whose copy of a huge row was cut gets the whole row back.  Raises
+    :class:`DatasetError` naming the file and line when it is not there or not a row.
+    """
+    where = f"{path}:{line}"
+    try:
+        with path.open("rb") as handle:
+            for _ in range(line - 1):
+                if not _skip_rest_of_line(handle):
+                    raise DatasetError(f"{where}: the file has fewer lines")
+            limit = max_row_bytes()
+            raw = _next_line(handle, limit)
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
+    if raw is None or isinstance(raw, int):
+        why = "the file has fewer lines" if raw is None else f"over the limit of {limit} bytes"
+        raise DatasetError(f"{where}: {why}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DatasetError(f"{where}: not UTF-8") from None
+    finally:
+        del raw
+    row = _parse_line(text, where)
+    if isinstance(row, str):
+        raise DatasetError(row or f"{where}: a blank line")
+    return row
 
 
 def _numbered(source: str, rows: list[Row]) -> SourceRows:
