@@ -27,9 +27,11 @@ from sandbox_runtime.swe.samples import bundled_rows_path
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
+    "DEFAULT_MAX_ROW_BYTES",
     "DatasetError",
     "SourceRows",
     "load_rows",
+    "max_row_bytes",
     "read_row_at",
     "read_source",
     "select_tasks",
