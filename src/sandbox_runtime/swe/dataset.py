@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe._big_json import NotStreamable, load_big_line
 from sandbox_runtime.swe.samples import bundled_rows_path
 from sandbox_runtime.swe.task import Task
 
@@ -65,11 +66,13 @@ class SourceRows:
         self.errors += other.errors
 
 
-#: The largest JSONL line read as a row (``$SANDBOX_RUNTIME_MAX_ROW_BYTES`` changes it).
-#: Reading a row holds its text and its parsed value at once, about twice its size in
-#: memory; a longer line is one ``FILE:LINE`` error, skipped in chunks without being held.
+#: The largest JSONL line read as a row (``$SANDBOX_RUNTIME_MAX_ROW_BYTES`` changes it): a
+#: longer line is one ``FILE:LINE`` error, read past in chunks without being held.
 DEFAULT_MAX_ROW_BYTES = 512 * 1024 * 1024
 _SKIP_CHUNK = 1024 * 1024
+#: Lines longer than this are parsed in chunks (:mod:`sandbox_runtime.swe._big_json`), so a
+#: huge string is never held twice; shorter ones by ``json`` at once.
+_CHUNKED_OVER = 16 * 1024 * 1024
 
 
 def max_row_bytes() -> int:
@@ -83,47 +86,97 @@ def max_row_bytes() -> int:
         ) from None
 
 
-def _skip_rest_of_line(handle: IO[bytes]) -> int:
-    """Read past the end of the current line in bounded chunks; returns the bytes skipped."""
+@dataclass
+class _Line:
+    """One line of a task file: where it is, its size, and its bytes if it is short."""
+
+    start: int
+    size: int
+    """Bytes, the newline included."""
+    raw: bytes | None = None
+    """The bytes of a short line (taken, and so freed, by :func:`_parse_owned`)."""
+    over_limit: bool = False
+
+
+def _skip_rest_of_line(handle: IO[bytes]) -> tuple[int, bool]:
+    """Read past the end of the current line in bounded chunks: bytes skipped, newline seen."""
     skipped = 0
     while True:
         chunk = handle.readline(_SKIP_CHUNK)
         skipped += len(chunk)
         if not chunk or chunk.endswith(b"\n"):
-            return skipped
+            return skipped, chunk.endswith(b"\n")
 
 
-def _next_line(handle: IO[bytes], limit: int) -> bytes | int | None:
-    """The next line's bytes, its size where it is over ``limit`` (not kept), ``None`` at end."""
-    raw = handle.readline(limit + 1)
+def _next_line(handle: IO[bytes], limit: int) -> _Line | None:
+    """The next line: read if short, else only measured; ``None`` at the end of the file."""
+    start = handle.tell()
+    cap = min(limit, _CHUNKED_OVER) + 1
+    raw = handle.readline(cap)
     if not raw:
         return None
-    if len(raw) > limit and not raw.endswith(b"\n"):
-        size = len(raw)
+    if len(raw) < cap or raw.endswith(b"\n"):
+        return _Line(start, len(raw), raw)
+    size = len(raw)
+    del raw
+    rest, newline = _skip_rest_of_line(handle)
+    size += rest
+    return _Line(start, size, over_limit=size - newline > limit)
+
+
+def _as_row(value: Any, where: str) -> Row | str:
+    if not isinstance(value, dict):
+        return f"{where}: a row must be a JSON object, not {type(value).__name__}"
+    return value
+
+
+def _parse_owned(line: _Line, where: str) -> Row | str:
+    """The row a short line holds, or why none (empty for a blank line).
+
+    The line's bytes are taken from ``line`` and dropped once decoded, so they never sit
+    beside the parsed row.
+    """
+    raw, line.raw = line.raw or b"", None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+    finally:
         del raw
-        return size + _skip_rest_of_line(handle)
-    return raw
-
-
-def _parse_line(line: str, where: str) -> Row | str:
-    """The row a line's text holds, or why it holds none (empty for a blank line)."""
-    if not line.strip():
+    if not text.strip():
         return ""
     try:
-        row = json.loads(line)
+        return _as_row(json.loads(text), where)
     except json.JSONDecodeError as exc:
         return f"{where}: not valid JSON: {exc.msg} (column {exc.colno})"
-    if not isinstance(row, dict):
-        return f"{where}: a row must be a JSON object, not {type(row).__name__}"
-    return row
+
+
+def _row_of(handle: IO[bytes], line: _Line, where: str, limit: int) -> Row | str:
+    """The row on ``line``, or why it holds none (empty for a blank line).
+
+    A long line is parsed in chunks; one that cannot be (not valid JSON, no safe place to
+    cut a string) is read whole and parsed as any other, which words its error.
+    """
+    if line.over_limit:
+        return (
+            f"{where}: the row is {line.size} bytes, over the limit of {limit} bytes "
+            "($SANDBOX_RUNTIME_MAX_ROW_BYTES); skipped"
+        )
+    if line.raw is None:
+        try:
+            return _as_row(load_big_line(handle, line.start, line.size), where)
+        except NotStreamable:
+            handle.seek(line.start)
+            line.raw = handle.read(line.size)
+    return _parse_owned(line, where)
 
 
 def _read_jsonl(path: Path) -> SourceRows:
     """The rows of a JSONL file, read one line at a time (never the whole file at once).
 
-    Each line's bytes are dropped once decoded and its text once parsed, so a huge row
-    costs about twice its size while it is read and its own size after; a line over
-    :func:`max_row_bytes` is reported and skipped, and the rows after it still load.
+    A short line's bytes are dropped once decoded; a long one is parsed in chunks, so a
+    huge row costs about its own size; a line over :func:`max_row_bytes` is reported and
+    skipped, and the rows after it still load.
     """
     limit = max_row_bytes()
     found = SourceRows()
@@ -133,27 +186,10 @@ def _read_jsonl(path: Path) -> SourceRows:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
     with handle:
         number = 0
-        while (raw := _next_line(handle, limit)) is not None:
+        while (line := _next_line(handle, limit)) is not None:
             number += 1
             where = f"{path}:{number}"
-            if isinstance(raw, int):
-                found.errors.append(
-                    f"{where}: the row is {raw} bytes, over the limit of {limit} bytes "
-                    "($SANDBOX_RUNTIME_MAX_ROW_BYTES); skipped"
-                )
-                continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                byte = raw[exc.start]
-                found.errors.append(
-                    f"{where}: not UTF-8 (byte 0x{byte:02x} at column {exc.start + 1})"
-                )
-                continue
-            finally:
-                del raw
-            row = _parse_line(line, where)
-            del line
+            row = _row_of(handle, line, where, limit)
             if isinstance(row, str):
                 found.errors += [row] if row else []
                 continue
@@ -169,25 +205,18 @@ def read_row_at(path: Path, line: int) -> Row:
     :class:`DatasetError` naming the file and line when it is not there or not a row.
     """
     where = f"{path}:{line}"
+    limit = max_row_bytes()
     try:
         with path.open("rb") as handle:
             for _ in range(line - 1):
-                if not _skip_rest_of_line(handle):
+                if not _skip_rest_of_line(handle)[0]:
                     raise DatasetError(f"{where}: the file has fewer lines")
-            limit = max_row_bytes()
-            raw = _next_line(handle, limit)
+            found = _next_line(handle, limit)
+            if found is None:
+                raise DatasetError(f"{where}: the file has fewer lines")
+            row = _row_of(handle, found, where, limit)
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
-    if raw is None or isinstance(raw, int):
-        why = "the file has fewer lines" if raw is None else f"over the limit of {limit} bytes"
-        raise DatasetError(f"{where}: {why}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DatasetError(f"{where}: not UTF-8") from None
-    finally:
-        del raw
-    row = _parse_line(text, where)
     if isinstance(row, str):
         raise DatasetError(row or f"{where}: a blank line")
     return row

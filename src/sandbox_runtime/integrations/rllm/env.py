@@ -208,7 +208,7 @@ class SWEEnv(_EnvBase):
             self.last_grade = None
             self.last_tamper = []
             self._grading_usage, self._grading_seconds = SandboxUsage(), 0.0
-        info = {
+        info: dict[str, Any] = {
             "task_id": self.task.task_id,
             "sandbox_id": sandbox.id,
             "grade_in": self.grade_in.value,
