@@ -147,6 +147,8 @@ def test_a_row_over_the_limit_is_one_error_and_the_others_load(
     assert read_row_at(path, 3)["instance_id"] == rows[2]["instance_id"]
     with pytest.raises(DatasetError, match=r"tasks\.jsonl:9: the file has fewer lines"):
         read_row_at(path, 9)
+    with pytest.raises(DatasetError, match=r"tasks\.jsonl:0: lines are numbered from 1"):
+        read_row_at(path, 0)
 
 
 def test_a_bad_row_limit_setting_is_an_error(

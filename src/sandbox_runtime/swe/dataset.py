@@ -205,6 +205,8 @@ def read_row_at(path: Path, line: int) -> Row:
     :class:`DatasetError` naming the file and line when it is not there or not a row.
     """
     where = f"{path}:{line}"
+    if line < 1:
+        raise DatasetError(f"{where}: lines are numbered from 1")
     limit = max_row_bytes()
     try:
         with path.open("rb") as handle:
