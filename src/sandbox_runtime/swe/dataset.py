@@ -16,19 +16,24 @@ they were (a ``_verl`` file's rows come from its ``extra_info``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe._big_json import NotStreamable, load_big_line
 from sandbox_runtime.swe.samples import bundled_rows_path
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
+    "DEFAULT_MAX_ROW_BYTES",
     "DatasetError",
     "SourceRows",
     "load_rows",
+    "max_row_bytes",
+    "read_row_at",
     "read_source",
     "select_tasks",
     "write_jsonl",
@@ -61,34 +66,162 @@ class SourceRows:
         self.errors += other.errors
 
 
-def _read_jsonl(path: Path) -> SourceRows:
+#: The largest JSONL line read as a row (``$SANDBOX_RUNTIME_MAX_ROW_BYTES`` changes it): a
+#: longer line is one ``FILE:LINE`` error, read past in chunks without being held.
+DEFAULT_MAX_ROW_BYTES = 512 * 1024 * 1024
+_SKIP_CHUNK = 1024 * 1024
+#: Lines longer than this are parsed in chunks (:mod:`sandbox_runtime.swe._big_json`), so a
+#: huge string is never held twice; shorter ones by ``json`` at once.
+_CHUNKED_OVER = 16 * 1024 * 1024
+
+
+def max_row_bytes() -> int:
+    """The row size limit in force (the environment's, else :data:`DEFAULT_MAX_ROW_BYTES`)."""
+    value = os.environ.get("SANDBOX_RUNTIME_MAX_ROW_BYTES", "")
     try:
-        data = path.read_bytes()
+        return int(value) if value.strip() else DEFAULT_MAX_ROW_BYTES
+    except ValueError:
+        raise DatasetError(
+            f"SANDBOX_RUNTIME_MAX_ROW_BYTES={value!r}: not a number of bytes"
+        ) from None
+
+
+@dataclass
+class _Line:
+    """One line of a task file: where it is, its size, and its bytes if it is short."""
+
+    start: int
+    size: int
+    """Bytes, the newline included."""
+    raw: bytes | None = None
+    """The bytes of a short line (taken, and so freed, by :func:`_parse_owned`)."""
+    over_limit: bool = False
+
+
+def _skip_rest_of_line(handle: IO[bytes]) -> tuple[int, bool]:
+    """Read past the end of the current line in bounded chunks: bytes skipped, newline seen."""
+    skipped = 0
+    while True:
+        chunk = handle.readline(_SKIP_CHUNK)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped, chunk.endswith(b"\n")
+
+
+def _next_line(handle: IO[bytes], limit: int) -> _Line | None:
+    """The next line: read if short, else only measured; ``None`` at the end of the file."""
+    start = handle.tell()
+    cap = min(limit, _CHUNKED_OVER) + 1
+    raw = handle.readline(cap)
+    if not raw:
+        return None
+    if len(raw) < cap or raw.endswith(b"\n"):
+        return _Line(start, len(raw), raw)
+    size = len(raw)
+    del raw
+    rest, newline = _skip_rest_of_line(handle)
+    size += rest
+    return _Line(start, size, over_limit=size - newline > limit)
+
+
+def _as_row(value: Any, where: str) -> Row | str:
+    if not isinstance(value, dict):
+        return f"{where}: a row must be a JSON object, not {type(value).__name__}"
+    return value
+
+
+def _parse_owned(line: _Line, where: str) -> Row | str:
+    """The row a short line holds, or why none (empty for a blank line).
+
+    The line's bytes are taken from ``line`` and dropped once decoded, so they never sit
+    beside the parsed row.
+    """
+    raw, line.raw = line.raw or b"", None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+    finally:
+        del raw
+    if not text.strip():
+        return ""
+    try:
+        return _as_row(json.loads(text), where)
+    except json.JSONDecodeError as exc:
+        return f"{where}: not valid JSON: {exc.msg} (column {exc.colno})"
+
+
+def _row_of(handle: IO[bytes], line: _Line, where: str, limit: int) -> Row | str:
+    """The row on ``line``, or why it holds none (empty for a blank line).
+
+    A long line is parsed in chunks; one that cannot be (not valid JSON, no safe place to
+    cut a string) is read whole and parsed as any other, which words its error.
+    """
+    if line.over_limit:
+        return (
+            f"{where}: the row is {line.size} bytes, over the limit of {limit} bytes "
+            "($SANDBOX_RUNTIME_MAX_ROW_BYTES); skipped"
+        )
+    if line.raw is None:
+        try:
+            return _as_row(load_big_line(handle, line.start, line.size), where)
+        except NotStreamable:
+            handle.seek(line.start)
+            line.raw = handle.read(line.size)
+    return _parse_owned(line, where)
+
+
+def _read_jsonl(path: Path) -> SourceRows:
+    """The rows of a JSONL file, read one line at a time (never the whole file at once).
+
+    A short line's bytes are dropped once decoded; a long one is parsed in chunks, so a
+    huge row costs about its own size; a line over :func:`max_row_bytes` is reported and
+    skipped, and the rows after it still load.
+    """
+    limit = max_row_bytes()
+    found = SourceRows()
+    try:
+        handle = path.open("rb")
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
-    found = SourceRows()
-    for number, raw in enumerate(data.splitlines(), start=1):
-        where = f"{path}:{number}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            found.errors.append(
-                f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-            )
-            continue
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            found.errors.append(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(row, dict):
-            found.errors.append(f"{where}: a row must be a JSON object, not {type(row).__name__}")
-            continue
-        found.rows.append(row)
-        found.labels.append(where)
+    with handle:
+        number = 0
+        while (line := _next_line(handle, limit)) is not None:
+            number += 1
+            where = f"{path}:{number}"
+            row = _row_of(handle, line, where, limit)
+            if isinstance(row, str):
+                found.errors += [row] if row else []
+                continue
+            found.rows.append(row)
+            found.labels.append(where)
     return found
+
+
+def read_row_at(path: Path, line: int) -> Row:
+    """The row on line ``line`` (from 1) of a JSONL file, the lines before it skipped unread.
+
+    How a trajectory whose copy of a huge row was cut gets the whole row back.  Raises
+    :class:`DatasetError` naming the file and line when it is not there or not a row.
+    """
+    where = f"{path}:{line}"
+    if line < 1:
+        raise DatasetError(f"{where}: lines are numbered from 1")
+    limit = max_row_bytes()
+    try:
+        with path.open("rb") as handle:
+            for _ in range(line - 1):
+                if not _skip_rest_of_line(handle)[0]:
+                    raise DatasetError(f"{where}: the file has fewer lines")
+            found = _next_line(handle, limit)
+            if found is None:
+                raise DatasetError(f"{where}: the file has fewer lines")
+            row = _row_of(handle, found, where, limit)
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
+    if isinstance(row, str):
+        raise DatasetError(row or f"{where}: a blank line")
+    return row
 
 
 def _numbered(source: str, rows: list[Row]) -> SourceRows:

@@ -28,6 +28,7 @@ from typing import Any
 
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import formats
+from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
@@ -181,13 +182,10 @@ def issue_text(task: Task) -> str:
     """The issue as R2E-Gym hands it to agents.
 
     The text inside ``[ISSUE]...[/ISSUE]`` where the statement has those tags, else the whole
-    statement.
+    statement; one over :data:`~sandbox_runtime.swe.bigfields.AGENT_TEXT_CHARS` characters
+    is cut to its head and tail around a marker that says so.
     """
-    statement = task.problem_statement
-    start, end = statement.find("[ISSUE]"), statement.rfind("[/ISSUE]")
-    if start != -1 and end > start:
-        return statement[start + len("[ISSUE]") : end]
-    return statement
+    return issue_excerpt(task.problem_statement)[0]
 
 
 def patch_prompt(task: Task) -> list[dict[str, str]]:

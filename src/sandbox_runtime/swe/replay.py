@@ -27,6 +27,7 @@ from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
+from sandbox_runtime.swe.dataset import DatasetError, read_row_at
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.task import Task, TaskError
@@ -71,22 +72,64 @@ def read_trajectories(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _whole_row(embedded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, Path | None]:
+    """The row a record's ``task`` entry stands for, and the directory it was read from.
+
+    The row as recorded, or, where the recorded copy was cut, read again from its origin
+    (its relative paths then resolve against the origin's directory); ``None`` when it was
+    cut and its origin cannot be read.
+    """
+    row = embedded.get("row")
+    if not embedded.get("cut"):
+        return (dict(row) if isinstance(row, Mapping) and row else None), None
+    origin = embedded.get("origin") or {}
+    if not isinstance(origin, Mapping) or not origin.get("file"):
+        return None, None
+    path = Path(str(origin["file"]))
+    try:
+        return read_row_at(path, int(origin.get("line") or 0)), path.parent
+    except (DatasetError, ValueError):
+        return None, None
+
+
+def _cut_fields(embedded: Mapping[str, Any]) -> str:
+    cuts = embedded.get("cut") or []
+    return ", ".join(str(cut.get("field")) for cut in cuts if isinstance(cut, Mapping))
+
+
 def tasks_of(
     records: Sequence[Mapping[str, Any]], known: Mapping[str, Task] | None = None
 ) -> list[Task]:
-    """Each record's task: from its embedded row, else from ``known`` (``--tasks SOURCE``)."""
+    """Each record's task: from its embedded row, else from ``known`` (``--tasks SOURCE``).
+
+    A row whose recorded copy was cut (a huge field, :mod:`sandbox_runtime.swe.bigfields`)
+    is taken from ``known``, else read again from the file and line it came from.
+    """
     tasks: list[Task] = []
     for index, record in enumerate(records):
         embedded = record.get("task") or {}
-        row = embedded.get("row") if isinstance(embedded, Mapping) else None
+        if not isinstance(embedded, Mapping):
+            embedded = {}
         task_id = str(record["task_id"])
+        cut = bool(embedded.get("cut"))
+        row, base_dir = (
+            (None, None) if cut and known is not None and task_id in known else _whole_row(embedded)
+        )
         if row:
             try:
-                task = parse_row(row, index=f"record {index}", format=embedded.get("format"))
+                task = parse_row(
+                    row, index=f"record {index}", format=embedded.get("format"), base_dir=base_dir
+                )
             except TaskError as exc:
                 raise ConfigError(str(exc)) from exc
         elif known is not None and task_id in known:
             task = known[task_id]
+        elif cut:
+            raise ConfigError(
+                f"record {index} ({task_id}): its row was cut in the trajectory "
+                f"({_cut_fields(embedded)}) and its origin {dict(embedded.get('origin') or {})} "
+                "cannot be read: give the task source with --tasks SOURCE"
+            )
         else:
             raise ConfigError(
                 f"record {index} ({task_id}) carries no task row: give the task source with "

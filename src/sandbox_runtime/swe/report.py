@@ -70,6 +70,8 @@ class TaskOutcome:
     """The agent's share: its commands and bytes, between setup and grading."""
     price: float | None = None
     """Price per sandbox-second, for the estimated cost (``None``: no estimate)."""
+    notes: list[str] = field(default_factory=list)
+    """The agent's notes for a reader (e.g. that the issue the model got was cut)."""
 
     def accounting_entry(self) -> dict[str, Any]:
         """The accounting as reports show it (see :mod:`sandbox_runtime._core.usage`)."""
@@ -138,6 +140,7 @@ class TaskOutcome:
             "backend": self.backend,
             "agent": self.agent,
             "sandbox_id": self.sandbox_id,
+            "notes": self.notes,
             "actions": [step.to_dict() for step in self.steps],
             "patch": self.patch,
             "tests": {

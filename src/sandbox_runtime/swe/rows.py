@@ -101,7 +101,8 @@ def read_rows(
 ) -> RowsResult:
     """Read every row; bad rows are collected in ``errors`` and never stop the others.
 
-    ``labels`` name the rows in messages (``tasks.jsonl:7``; default: their index).
+    ``labels`` name the rows in messages (``tasks.jsonl:7``; default: their index) and
+    become each task's :attr:`~sandbox_runtime.swe.task.Task.origin`.
     Duplicate task ids are errors too (the later row loses), since reports and
     trajectories are keyed by task id.
     """
@@ -120,5 +121,7 @@ def read_rows(
             )
             continue
         seen.add(task.task_id)
+        if labels is not None:  # a shallow copy: the row's values are shared, not copied
+            task = task.model_copy(update={"origin": str(where)})
         result.tasks.append(task)
     return result

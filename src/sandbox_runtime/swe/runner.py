@@ -37,6 +37,7 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
+from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
@@ -278,7 +279,7 @@ class Runner:
             repo=task.repo,
             backend=self.options.backend,
             agent=self.agent_name,
-            task_row={"format": task.row_format or task.format, "row": task.source},
+            task_row=trajectory_task(task.row_format or task.format, task.source, task.origin),
             price=self.options.price,
         )
         if self._cancel.is_set():
@@ -338,6 +339,7 @@ class Runner:
         outcome.submitted = result.submitted
         outcome.stop_reason = result.stop_reason
         outcome.usage = result.usage
+        outcome.notes = list(result.notes)
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
             return None

@@ -92,6 +92,9 @@ class Task(BaseModel):
     """Bind mounts ``{host_path: sandbox_path}`` (backends with the ``host_mounts`` capability)."""
     source: dict[str, Any] = Field(default_factory=dict, repr=False)
     """The row as it was read, for exports that must hand consumers the original."""
+    origin: str = ""
+    """Where the row was read (``FILE:LINE`` of a JSONL file, ``SOURCE#INDEX``), if known:
+    a trajectory whose copy of the row was cut names it, so the whole row can be read again."""
 
     @field_validator("format", "row_format", mode="before")
     @classmethod

@@ -83,9 +83,9 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 )
 from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
+from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
-from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
@@ -208,13 +208,16 @@ class SWEEnv(_EnvBase):
             self.last_grade = None
             self.last_tamper = []
             self._grading_usage, self._grading_seconds = SandboxUsage(), 0.0
-        info = {
+        info: dict[str, Any] = {
             "task_id": self.task.task_id,
             "sandbox_id": sandbox.id,
             "grade_in": self.grade_in.value,
             "accounting": self.accounting(),
         }
-        return issue_text(self.task), info
+        issue, cut = issue_excerpt(self.task.problem_statement)
+        if cut is not None:  # the model is told in the text; the trainer's log hears it here
+            info["notes"] = [f"the issue given to the model was cut: {cut.note()}"]
+        return issue, info
 
     def step(
         self, action: str | ToolCall | Mapping[str, Any]

@@ -83,6 +83,8 @@ class AgentResult:
     """An error that ended the attempt (model endpoint down, sandbox gone, ...)."""
     usage: dict[str, int] = field(default_factory=dict)
     """Token counts reported by a model endpoint, if any."""
+    notes: list[str] = field(default_factory=list)
+    """What a reader of the trajectory must know, e.g. that the issue the model got was cut."""
 
     def record(self, call: ToolCall, observation: Observation, thought: str = "") -> Step:
         """Append the step a tool call made, numbered after the ones before it."""

@@ -15,7 +15,6 @@ so it never appears in reprs, logs, reports or trajectories.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -25,6 +24,7 @@ from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget, Step
 from sandbox_runtime.swe.agents.r2e_protocol import frame, parse_action, tool_name
 from sandbox_runtime.swe.agents.tools import TOOL_SCHEMAS, ToolBox, ToolCall
+from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["LLMAgent", "LLMConfig", "task_prompt"]
@@ -37,7 +37,6 @@ SYSTEM_PROMPT = (
 CONTINUE_PROMPT = (
     "Your reply called no tool. Use a tool in every reply; call submit when you are done."
 )
-_ISSUE = re.compile(r"\[ISSUE\](.*)\[/ISSUE\]", re.DOTALL)
 
 
 class LLMConfig(BaseModel):
@@ -61,9 +60,12 @@ class LLMConfig(BaseModel):
 
 
 def task_prompt(task: Task) -> str:
-    """The first user message: the issue (R2E-Gym's ``[ISSUE]`` wrapper removed)."""
-    match = _ISSUE.search(task.problem_statement)
-    issue = (match.group(1) if match else task.problem_statement).strip()
+    """The first user message: the issue (R2E-Gym's ``[ISSUE]`` wrapper removed).
+
+    An issue over :data:`~sandbox_runtime.swe.bigfields.AGENT_TEXT_CHARS` characters is cut
+    to its head and tail around a marker (the agent's trajectory notes it).
+    """
+    issue = issue_excerpt(task.problem_statement)[0].strip()
     return (
         f"The repository is at {task.workdir} (your working directory).\n"
         f"Resolve this issue:\n\n<issue>\n{issue}\n</issue>"
@@ -120,6 +122,9 @@ class LLMAgent(Agent):
             {"role": "user", "content": task_prompt(task)},
         ]
         result = AgentResult()
+        cut = issue_excerpt(task.problem_statement)[1]
+        if cut is not None:
+            result.notes.append(f"the issue sent to the model was cut: {cut.note()}")
         try:
             while True:
                 stop = budget.exhausted(len(result.steps))
