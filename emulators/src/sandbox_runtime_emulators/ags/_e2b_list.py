@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 from ._state import Instance, ServiceError
 
-__all__ = ["ListQuery", "list_page"]
+__all__ = ["ListQuery", "e2b_state", "list_page"]
 
 MAX_LIMIT = 100
 _UTC = datetime.timezone.utc
@@ -121,6 +121,15 @@ class ListQuery:
         )
 
 
+def e2b_state(instance: Instance) -> str | None:
+    """The instance's e2b ``state`` (``running`` or ``paused``), None once it is gone."""
+    if instance.status in ("STARTING", "RUNNING"):
+        return "running"
+    if instance.status in ("PAUSING", "PAUSED", "RESUMING"):
+        return "paused"
+    return None
+
+
 def list_page(
     instances: Sequence[Instance],
     query: ListQuery,
@@ -128,19 +137,18 @@ def list_page(
     *,
     paged: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """One page of running instances and the headers (``x-next-token``, ``X-Total-Running``)."""
+    """One page of running and paused instances, and the headers (``x-next-token``, counts)."""
     matching = [
         i
         for i in instances
-        if i.status in ("STARTING", "RUNNING")
-        and "running" in query.states
+        if e2b_state(i) in query.states
         and all(i.metadata.get(k) == v for k, v in query.metadata.items())
         and (query.started_after is None or _micros(i.created) >= query.started_after)
         and (query.template is None or query.template in (i.tool.tool_id, i.tool.name))
     ]
     headers: dict[str, str] = {}
     if "running" in query.states:
-        headers["X-Total-Running"] = str(len(matching))
+        headers["X-Total-Running"] = str(sum(e2b_state(i) == "running" for i in matching))
     # Newest first, ties by id ascending; ascending order is the exact reverse.
     matching.sort(key=lambda i: (-_micros(i.created), i.instance_id))
     if query.ascending:

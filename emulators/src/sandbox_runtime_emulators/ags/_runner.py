@@ -35,7 +35,7 @@ import sandbox_runtime._envd.server as server_package
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, SandboxStartError
 
-__all__ = ["InstanceRunner", "RunnerSettings"]
+__all__ = ["InstanceRunner", "RunnerSettings", "rebase_archive"]
 
 logger = logging.getLogger("sandbox_runtime_emulators.ags")
 
@@ -129,6 +129,24 @@ def _envd_archive() -> bytes:
     return buffer.getvalue()
 
 
+def rebase_archive(data: bytes, directory: str) -> bytes:
+    """Rename a ``get_archive`` tar (top member = basename) to paths relative to ``/``."""
+    parent = os.path.dirname(directory.rstrip("/")).lstrip("/")
+    out = io.BytesIO()
+    with (
+        tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as source,
+        tarfile.open(fileobj=out, mode="w") as target,
+    ):
+        for member in source.getmembers():
+            extracted = source.extractfile(member) if member.isfile() else None
+            if parent:
+                member.name = f"{parent}/{member.name}"
+                if member.islnk():
+                    member.linkname = f"{parent}/{member.linkname}"
+            target.addfile(member, extracted)
+    return out.getvalue()
+
+
 class InstanceRunner:
     """Start, reach and stop one instance; every method blocks (call from a worker thread)."""
 
@@ -139,8 +157,11 @@ class InstanceRunner:
         image: str | None,
         env: dict[str, str],
         lifetime: float,
+        seed: bytes | None = None,
     ) -> None:
         self.settings = settings
+        #: A tree archive (from :meth:`workdir_tree`) laid into the sandbox before envd starts.
+        self.seed = seed
         self.image = image
         self.env = env
         self.lifetime = lifetime
@@ -187,6 +208,8 @@ class InstanceRunner:
             raise SandboxStartError(str(exc)) from exc
         self._runtime = runtime
         try:
+            if self.seed is not None:
+                runtime.backend.put_archive(self.seed)
             runtime.backend.put_archive(_envd_archive())
             self._envd_thread = threading.Thread(
                 target=self._run_envd, name="ags-emulator-envd", daemon=True
@@ -270,6 +293,17 @@ class InstanceRunner:
                     last = exc
                     time.sleep(0.02)
         raise SandboxStartError(f"envd did not answer /init: {last}")
+
+    def workdir_tree(self) -> bytes:
+        """A tar of the instance's working tree, member names relative to ``/`` (a snapshot).
+
+        What a snapshot keeps is this tree only: files elsewhere in the instance (``/tmp``,
+        packages installed under ``/usr``) and running processes are not kept.
+        """
+        runtime = self._runtime
+        if runtime is None:
+            raise SandboxError("the instance has no sandbox")
+        return rebase_archive(runtime.backend.get_archive(WORKDIR), WORKDIR)
 
     def alive(self) -> bool:
         """True while envd runs and the sandbox exists."""

@@ -181,6 +181,7 @@ class AgsService:
         auth_mode: str,
         client_token: str | None,
         slow_start: float = 0.0,
+        seed: bytes | None = None,
     ) -> Instance:
         """Create an instance and boot it; answers when it runs (or at once if slow)."""
         tool.refresh()
@@ -194,7 +195,9 @@ class AgsService:
                     if existing.client_token == client_token and existing.tool is tool:
                         return existing
             running = sum(
-                1 for i in self.store.instances.values() if i.status in ("STARTING", "RUNNING")
+                1
+                for i in self.store.instances.values()
+                if i.status in ("STARTING", "RUNNING", "RESUMING")
             )
             if running >= self.limits.max_instances:
                 raise ServiceError(
@@ -210,11 +213,10 @@ class AgsService:
                 env=env,
                 auth_mode=auth_mode,
                 client_token=client_token,
+                seed=seed,
             )
             self.store.instances[instance.instance_id] = instance
-        boot = asyncio.get_running_loop().create_task(self._boot(instance, slow_start))
-        self._boots.add(boot)
-        boot.add_done_callback(self._boots.discard)
+        boot = self.boot_task(instance, slow_start)
         if slow_start > 0:
             return instance
         with contextlib.suppress(asyncio.TimeoutError):
@@ -227,6 +229,13 @@ class AgsService:
             )
             raise ServiceError(code, f"instance failed to start: {instance.status_reason}")
         return instance
+
+    def boot_task(self, instance: Instance, delay: float = 0.0) -> asyncio.Task[None]:
+        """Boot ``instance`` (STARTING or RESUMING) on a task the shutdown waits for."""
+        boot = asyncio.get_running_loop().create_task(self._boot(instance, delay))
+        self._boots.add(boot)
+        boot.add_done_callback(self._boots.discard)
+        return boot
 
     async def _boot(self, instance: Instance, delay: float) -> None:
         if delay:
@@ -247,6 +256,7 @@ class AgsService:
             image=instance.image,
             env={**custom_env, **instance.env},
             lifetime=MAX_TIMEOUT + 60,
+            seed=instance.seed,
         )
         instance.runner = runner
         try:
@@ -260,7 +270,7 @@ class AgsService:
             logger.warning("instance %s failed to start: %s", instance.instance_id, exc)
         else:
             with self.store.lock:
-                if instance.status == "STARTING":
+                if instance.status in ("STARTING", "RESUMING"):
                     instance.status = "RUNNING"
                     instance.updated = time.time()
                     stop_now = False
@@ -273,12 +283,13 @@ class AgsService:
     async def stop_instance(self, instance: Instance, reason: str = "manual") -> None:
         """``StopSandboxInstance``: STOPPING, remove the sandbox, STOPPED."""
         with self.store.lock:
-            if instance.status not in ("STARTING", "RUNNING"):
+            if instance.status not in ("STARTING", "RUNNING", "PAUSED"):
                 raise ServiceError(
                     "UnsupportedOperation.SandboxInstance",
                     f"sandbox instance {instance.instance_id} is {instance.status}",
                 )
-            booting = instance.status == "STARTING"
+            booting = instance.status in ("STARTING", "PAUSED")
+            instance.paused_tree = None
             instance.status = "STOPPING"
             instance.stop_reason = reason
             instance.updated = time.time()
