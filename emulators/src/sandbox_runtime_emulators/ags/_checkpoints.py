@@ -17,6 +17,7 @@ from typing import Any
 
 from sandbox_runtime.errors import SandboxError
 
+from ._seed import Seed, discard
 from ._service import AgsService
 from ._state import Instance, ServiceError, Snapshot, new_id
 
@@ -37,7 +38,7 @@ class Checkpoints:
         self.service = service
         self.store = service.store
 
-    async def tree_of(self, instance: Instance) -> bytes:
+    async def tree_of(self, instance: Instance) -> Seed:
         """The instance's working tree now (RUNNING), or as it was paused (PAUSED)."""
         with self.store.lock:
             if instance.status == "PAUSED" and instance.paused_tree is not None:
@@ -46,7 +47,7 @@ class Checkpoints:
             if instance.status != "RUNNING" or runner is None:
                 raise _not_now(instance)
         try:
-            return await asyncio.to_thread(runner.workdir_tree)
+            return await asyncio.to_thread(runner.capture)
         except SandboxError as exc:
             raise ServiceError(
                 "FailedOperation", f"cannot read the instance's files: {exc}"
@@ -62,7 +63,7 @@ class Checkpoints:
             runner = instance.runner
         try:
             assert runner is not None
-            tree = await asyncio.to_thread(runner.workdir_tree)
+            tree = await asyncio.to_thread(runner.capture)
         except (SandboxError, AssertionError) as exc:
             with self.store.lock:
                 instance.status = "PAUSE_FAILED"
@@ -123,13 +124,20 @@ class Checkpoints:
             self.store.snapshots[snapshot_id] = snapshot
         return snapshot
 
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        """``DeleteSandboxSnapshot`` (by id only)."""
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """``DeleteSandboxSnapshot`` (by id only); its image goes unless an instance uses it."""
         with self.store.lock:
-            if self.store.snapshots.pop(snapshot_id, None) is None:
-                raise ServiceError(
-                    "ResourceNotFound.SandboxSnapshot", f"snapshot {snapshot_id!r} not found"
-                )
+            snapshot = self.store.snapshots.pop(snapshot_id, None)
+        if snapshot is None:
+            raise ServiceError(
+                "ResourceNotFound.SandboxSnapshot", f"snapshot {snapshot_id!r} not found"
+            )
+        in_use = any(
+            i.seed is snapshot.tree and i.status not in ("STOPPED", "FAILED")
+            for i in list(self.store.instances.values())
+        )
+        if not in_use:
+            await asyncio.to_thread(discard, snapshot.tree)
 
     def list_snapshots(self) -> list[Snapshot]:
         """Every snapshot, oldest first."""

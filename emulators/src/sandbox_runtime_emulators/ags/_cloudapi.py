@@ -19,6 +19,7 @@ from typing import Any
 
 from ._checkpoints import Checkpoints
 from ._cloud_filters import page_of, snapshot_matches
+from ._seed import Seed
 from ._service import AgsService
 from ._state import Instance, ServiceError, Tool, parse_timeout, rfc3339
 
@@ -177,7 +178,7 @@ class CloudApi:
 
     # -- instances -------------------------------------------------------------------------
 
-    async def _origin(self, params: dict[str, Any]) -> tuple[Tool, bytes | None]:
+    async def _origin(self, params: dict[str, Any]) -> tuple[Tool, Seed | None]:
         """The tool and the starting tree of ``StartSandboxInstance``.
 
         ``SnapshotId`` starts from a snapshot's tree, ``SourceInstanceId`` from a running (or
@@ -189,7 +190,7 @@ class CloudApi:
             raise ServiceError(
                 "InvalidParameter", "SnapshotId and SourceInstanceId cannot both be given"
             )
-        seed: bytes | None = None
+        seed: Seed | None = None
         origin_tool: Tool | None = None
         if snapshot_id:
             snapshot = self.service.store.snapshot(str(snapshot_id))
@@ -310,7 +311,7 @@ class CloudApi:
     async def _delete_snapshot(self, params: dict[str, Any]) -> dict[str, Any]:
         if not params.get("SnapshotId"):
             raise ServiceError("MissingParameter", "SnapshotId is required")
-        self.checkpoints.delete_snapshot(str(params["SnapshotId"]))
+        await self.checkpoints.delete_snapshot(str(params["SnapshotId"]))
         return {}
 
     # -- API keys --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from sandbox_runtime._envd.server import ENVD_VERSION
 
 from ._e2b_checkpoints import E2bCheckpoints
 from ._e2b_list import ListQuery, e2b_state, list_page
+from ._seed import Seed
 from ._service import AgsService
 from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError, Tool
 
@@ -93,7 +94,7 @@ class E2bApi:
                 return self.checkpoints.list_snapshots(parse_qs(query.decode()))
             template = _TEMPLATE_ROUTE.match(path)
             if method == "DELETE" and template is not None:
-                return self.checkpoints.delete_snapshot(template["id"])
+                return await self.checkpoints.delete_snapshot(template["id"])
             match = _SANDBOX_ROUTE.match(path)
             if match is None:
                 return _error(404, f"no route for {method} {path}")
@@ -203,7 +204,7 @@ class E2bApi:
             await asyncio.to_thread(instance.boot_done.wait, self.service.limits.start_wait)
         return 201, self._sandbox(instance), {}
 
-    def _template(self, template: str) -> tuple[Tool, bytes | None]:
+    def _template(self, template: str) -> tuple[Tool, Seed | None]:
         """The tool a ``templateID`` names (id or name), or a snapshot's tool and tree.
 
         e2b starts a sandbox from a snapshot by passing the snapshot's id as the template.

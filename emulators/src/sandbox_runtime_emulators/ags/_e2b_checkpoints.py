@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._checkpoints import Checkpoints
+from ._seed import Seed
 from ._service import AgsService
 from ._state import Instance, ServiceError, Snapshot
 
@@ -96,10 +97,10 @@ class E2bCheckpoints:
             headers["x-next-token"] = str(offset + len(page))
         return 200, [_info(s) for s in page], headers
 
-    def delete_snapshot(self, snapshot_id: str) -> E2bAnswer:
+    async def delete_snapshot(self, snapshot_id: str) -> E2bAnswer:
         """Delete a snapshot by id (the SDK's ``delete_snapshot`` uses the template route)."""
         try:
-            self.checkpoints.delete_snapshot(snapshot_id)
+            await self.checkpoints.delete_snapshot(snapshot_id)
         except ServiceError:
             return _error(404, f"Snapshot {snapshot_id} not found")
         return 204, None, {}
@@ -118,7 +119,7 @@ class E2bCheckpoints:
         )
         return 201, copies, {}
 
-    async def _start_copy(self, source: Instance, tree: bytes, timeout: int) -> dict[str, Any]:
+    async def _start_copy(self, source: Instance, tree: Seed, timeout: int) -> dict[str, Any]:
         try:
             copy = await self.service.start_instance(
                 tool=source.tool,

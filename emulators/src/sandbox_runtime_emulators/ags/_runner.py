@@ -35,7 +35,9 @@ import sandbox_runtime._envd.server as server_package
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, SandboxStartError
 
-__all__ = ["InstanceRunner", "RunnerSettings", "rebase_archive"]
+from ._seed import Seed, capture
+
+__all__ = ["InstanceRunner", "RunnerSettings"]
 
 logger = logging.getLogger("sandbox_runtime_emulators.ags")
 
@@ -129,24 +131,6 @@ def _envd_archive() -> bytes:
     return buffer.getvalue()
 
 
-def rebase_archive(data: bytes, directory: str) -> bytes:
-    """Rename a ``get_archive`` tar (top member = basename) to paths relative to ``/``."""
-    parent = os.path.dirname(directory.rstrip("/")).lstrip("/")
-    out = io.BytesIO()
-    with (
-        tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as source,
-        tarfile.open(fileobj=out, mode="w") as target,
-    ):
-        for member in source.getmembers():
-            extracted = source.extractfile(member) if member.isfile() else None
-            if parent:
-                member.name = f"{parent}/{member.name}"
-                if member.islnk():
-                    member.linkname = f"{parent}/{member.linkname}"
-            target.addfile(member, extracted)
-    return out.getvalue()
-
-
 class InstanceRunner:
     """Start, reach and stop one instance; every method blocks (call from a worker thread)."""
 
@@ -157,10 +141,10 @@ class InstanceRunner:
         image: str | None,
         env: dict[str, str],
         lifetime: float,
-        seed: bytes | None = None,
+        seed: Seed | None = None,
     ) -> None:
         self.settings = settings
-        #: A tree archive (from :meth:`workdir_tree`) laid into the sandbox before envd starts.
+        #: The kept filesystem (from :meth:`capture`) the sandbox starts from, if any.
         self.seed = seed
         self.image = image
         self.env = env
@@ -176,7 +160,7 @@ class InstanceRunner:
     def _config(self) -> dict[str, Any]:
         backend = self.settings.backend
         options: dict[str, Any] = {}
-        image = self.image
+        image = self.seed.image if self.seed and self.seed.image else self.image
         if backend == "local":
             if self.settings.local_isolation:
                 options["isolation"] = self.settings.local_isolation
@@ -208,8 +192,11 @@ class InstanceRunner:
             raise SandboxStartError(str(exc)) from exc
         self._runtime = runtime
         try:
-            if self.seed is not None:
-                runtime.backend.put_archive(self.seed)
+            if self.seed is not None and self.seed.image is not None:
+                # The committed filesystem holds the source's envd state (its port file).
+                runtime.exec(f"rm -rf {ENVD_HOME}", cwd="/", check=True)
+            if self.seed is not None and self.seed.archive is not None:
+                runtime.backend.put_archive(self.seed.archive)
             runtime.backend.put_archive(_envd_archive())
             self._envd_thread = threading.Thread(
                 target=self._run_envd, name="ags-emulator-envd", daemon=True
@@ -294,16 +281,12 @@ class InstanceRunner:
                     time.sleep(0.02)
         raise SandboxStartError(f"envd did not answer /init: {last}")
 
-    def workdir_tree(self) -> bytes:
-        """A tar of the instance's working tree, member names relative to ``/`` (a snapshot).
-
-        What a snapshot keeps is this tree only: files elsewhere in the instance (``/tmp``,
-        packages installed under ``/usr``) and running processes are not kept.
-        """
+    def capture(self) -> Seed:
+        """Keep the instance's whole filesystem now (see :mod:`._seed`); not its processes."""
         runtime = self._runtime
         if runtime is None:
             raise SandboxError("the instance has no sandbox")
-        return rebase_archive(runtime.backend.get_archive(WORKDIR), WORKDIR)
+        return capture(self.settings.backend, runtime.backend, ENVD_HOME)
 
     def alive(self) -> bool:
         """True while envd runs and the sandbox exists."""

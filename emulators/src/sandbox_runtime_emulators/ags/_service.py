@@ -18,6 +18,7 @@ from sandbox_runtime.errors import SandboxError
 
 from ._faults import FaultBook
 from ._runner import InstanceRunner, RunnerSettings
+from ._seed import Seed, discard
 from ._state import (
     MAX_TIMEOUT,
     ApiKey,
@@ -181,7 +182,7 @@ class AgsService:
         auth_mode: str,
         client_token: str | None,
         slow_start: float = 0.0,
-        seed: bytes | None = None,
+        seed: Seed | None = None,
     ) -> Instance:
         """Create an instance and boot it; answers when it runs (or at once if slow)."""
         tool.refresh()
@@ -289,7 +290,6 @@ class AgsService:
                     f"sandbox instance {instance.instance_id} is {instance.status}",
                 )
             booting = instance.status in ("STARTING", "PAUSED")
-            instance.paused_tree = None
             instance.status = "STOPPING"
             instance.stop_reason = reason
             instance.updated = time.time()
@@ -409,6 +409,17 @@ class AgsService:
         for instance in live:
             if instance.runner is not None:
                 await asyncio.to_thread(instance.runner.stop)
+        await asyncio.to_thread(self._discard_seeds)
+
+    def _discard_seeds(self) -> None:
+        """Remove every image a snapshot or pause committed (their containers are gone)."""
+        with self.store.lock:
+            seeds: list[Seed | None] = [s.tree for s in self.store.snapshots.values()]
+            for instance in self.store.instances.values():
+                seeds += [instance.seed, instance.paused_tree]
+        images = {seed.image: seed for seed in seeds if seed is not None and seed.image}
+        for seed in images.values():
+            discard(seed)
 
     # -- API keys --------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._runner import InstanceRunner
+from ._seed import Seed
 
 __all__ = [
     "ApiKey",
@@ -160,9 +161,9 @@ class Instance:
     boot_done: threading.Event = field(default_factory=threading.Event)
     envd_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     tokens: dict[str, float] = field(default_factory=dict)
-    seed: bytes | None = None
-    """The tree it starts from (a snapshot's or a source instance's), None for the image's."""
-    paused_tree: bytes | None = None
+    seed: Seed | None = None
+    """The filesystem it starts from (a snapshot's or a source instance's), None for the image's."""
+    paused_tree: Seed | None = None
     """While PAUSED: its working tree, which a resume lays into a fresh sandbox."""
 
     def __post_init__(self) -> None:
@@ -214,7 +215,7 @@ class Snapshot:
     name: str
     source: str
     tool: Tool
-    tree: bytes
+    tree: Seed
     memory_requested: bool
     tags: list[dict[str, str]]
     client_token: str | None
