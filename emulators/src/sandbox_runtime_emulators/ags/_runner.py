@@ -156,6 +156,9 @@ class InstanceRunner:
         self._envd_thread: threading.Thread | None = None
         self._envd_exit: str | None = None
         self._stopped = threading.Event()
+        # ``docker commit`` pauses the container meanwhile, which is not a death.
+        self._capturing = 0
+        self._captures = 0
 
     def _config(self) -> dict[str, Any]:
         backend = self.settings.backend
@@ -286,16 +289,26 @@ class InstanceRunner:
         runtime = self._runtime
         if runtime is None:
             raise SandboxError("the instance has no sandbox")
-        return capture(self.settings.backend, runtime.backend, ENVD_HOME)
+        self._capturing += 1
+        self._captures += 1
+        try:
+            return capture(self.settings.backend, runtime.backend, ENVD_HOME)
+        finally:
+            self._capturing -= 1
 
     def alive(self) -> bool:
-        """True while envd runs and the sandbox exists."""
-        return (
+        """True while envd runs and the sandbox exists (or is being captured)."""
+        captures = self._captures
+        if self._capturing and not self._stopped.is_set():
+            return True
+        running = (
             self._runtime is not None
             and self._envd_exit is None
             and not self._stopped.is_set()
             and self._runtime.is_alive()
         )
+        # A capture that began while the engine was asked saw the container paused.
+        return running or (captures != self._captures and not self._stopped.is_set())
 
     def crash(self) -> None:
         """Kill the sandbox as a crashed host would: the service is not told (fault injection)."""
