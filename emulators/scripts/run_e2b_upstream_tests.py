@@ -27,11 +27,12 @@ def main() -> int:
     parser.add_argument("--tests", required=True, help="e2b's packages/python-sdk directory")
     parser.add_argument("--python", required=True, help="interpreter with e2b and pytest")
     parser.add_argument("--backend", default="local", help="how instances run (local, docker)")
+    parser.add_argument("--image", help="image of the 'base' tool (docker instances need one)")
     parser.add_argument("files", nargs="+", help="test files, relative to tests/")
     parser.add_argument("--pytest-args", default="-q -p no:cacheprovider", help="more options")
     args = parser.parse_args()
-    with AgsEmulator(backend=args.backend) as emulator:
-        emulator.service.add_ready_tool("base")
+    with AgsEmulator(backend=args.backend, default_image=args.image) as emulator:
+        emulator.service.add_ready_tool("base", args.image)
         env = {
             **os.environ,
             "E2B_API_KEY": emulator.api_key,

@@ -195,11 +195,13 @@ def test_start_from_a_source_instance(emulator: AgsEmulator) -> None:
     started = [source]
     try:
         _data_plane(emulator, source).files.write("/home/user/cloned.txt", "from the source")
+        _data_plane(emulator, source).files.write("/tmp/outside/workdir.txt", "also kept")
         clone = _start(client, SourceInstanceId=source)
         started.append(clone)
         assert clone != source
         cloned = _data_plane(emulator, clone)
         assert cloned.files.read("/home/user/cloned.txt") == "from the source"
+        assert cloned.files.read("/tmp/outside/workdir.txt") == "also kept"
         cloned.files.write("/home/user/cloned.txt", "changed in the clone")
         assert (
             _data_plane(emulator, source).files.read("/home/user/cloned.txt") == "from the source"
