@@ -1,4 +1,4 @@
-"""Run e2b's own Python SDK tests (unmodified) against a local AGS emulator.
+r"""Run e2b's own Python SDK tests (unmodified) against a local AGS emulator.
 
 Usage (the tests' interpreter needs e2b, pytest, pytest-asyncio, pytest-timeout)::
 
