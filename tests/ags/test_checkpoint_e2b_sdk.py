@@ -6,6 +6,7 @@ The routes are those e2b 2.63 calls (``/sandboxes/{id}/pause|resume|snapshots|fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import e2b
@@ -137,3 +138,20 @@ def test_fork_reports_each_copy_past_the_quota(emulator: AgsEmulator, sandbox: S
     finally:
         for fork in made:
             fork.kill()
+
+
+def test_auto_pause_pauses_at_the_end_of_the_lifetime(emulator: AgsEmulator) -> None:
+    sandbox = Sandbox.create(
+        template="default", timeout=1, lifecycle={"on_timeout": "pause"}, **_opts(emulator)
+    )
+    try:
+        sandbox.files.write("/home/user/kept.txt", "auto")
+        deadline = time.monotonic() + 10
+        while sandbox.is_running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        info = Sandbox.get_info(sandbox.sandbox_id, **_opts(emulator))
+        assert info.state.value == "paused"  # not killed
+        resumed = sandbox.connect(timeout=60)
+        assert resumed.files.read("/home/user/kept.txt") == "auto"
+    finally:
+        sandbox.kill()

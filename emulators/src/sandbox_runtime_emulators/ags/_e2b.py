@@ -197,6 +197,7 @@ class E2bApi:
             slow_start=fault.delay if fault else 0.0,
             seed=seed,
         )
+        instance.auto_pause = bool(payload.get("autoPause"))
         if fault is not None:
             # The REST API answers only once the sandbox runs.
             import asyncio

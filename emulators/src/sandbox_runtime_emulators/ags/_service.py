@@ -12,6 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sandbox_runtime.errors import SandboxError
@@ -67,6 +68,9 @@ class AgsService:
         # those already creating a sandbox are awaited, so that nothing is left behind.
         self._sleeping_boots: set[asyncio.Task[None]] = set()
         self._boots: set[asyncio.Task[None]] = set()
+        #: What pauses an instance whose lifetime ends with ``autoPause`` (set by the server
+        #: to the checkpoint operations, which sit above this module).
+        self.pauser: Callable[[Instance], Awaitable[str]] | None = None
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -284,7 +288,7 @@ class AgsService:
     async def stop_instance(self, instance: Instance, reason: str = "manual") -> None:
         """``StopSandboxInstance``: STOPPING, remove the sandbox, STOPPED."""
         with self.store.lock:
-            if instance.status not in ("STARTING", "RUNNING", "PAUSED"):
+            if instance.status not in ("STARTING", "RUNNING", "PAUSED", "PAUSE_FAILED"):
                 raise ServiceError(
                     "UnsupportedOperation.SandboxInstance",
                     f"sandbox instance {instance.instance_id} is {instance.status}",
@@ -356,6 +360,10 @@ class AgsService:
                 ]
             for instance in due:
                 with contextlib.suppress(ServiceError):
+                    # e2b's autoPause: paused, not stopped (stopped if the pause fails).
+                    pauser = self.pauser if instance.auto_pause else None
+                    if pauser is not None and await pauser(instance) == "PAUSED":
+                        continue
                     await self.stop_instance(instance, reason="timeout")
             if now - last_sweep >= liveness_every:
                 last_sweep = now

@@ -164,6 +164,8 @@ class Instance:
     seed: Seed | None = None
     """The filesystem it starts from (a snapshot's or a source instance's), None for the image's."""
     paused_tree: Seed | None = None
+    auto_pause: bool = False
+    """e2b's ``autoPause``: the end of its lifetime pauses it instead of stopping it."""
     """While PAUSED: its working tree, which a resume lays into a fresh sandbox."""
 
     def __post_init__(self) -> None:
