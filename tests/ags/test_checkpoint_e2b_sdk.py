@@ -1,6 +1,8 @@
 """The unmodified e2b SDK's pause, resume, connect-to-paused, snapshot and fork calls.
 
-The routes are those e2b 2.63 calls (``/sandboxes/{id}/pause|resume|snapshots|fork``,
+Tests marked ``e2b_current`` use calls e2b 2.15.2 lacks (``fork``, ``create_snapshot``'s
+``names``, ``lifecycle``, an instance's ``connect`` that keeps its options).  The routes are
+those e2b 2.63 calls (``/sandboxes/{id}/pause|resume|snapshots|fork``,
 ``/v2/sandboxes/{id}/connect``, ``GET /snapshots``, ``DELETE /templates/{id}``).
 """
 
@@ -32,6 +34,7 @@ def sandbox(emulator: AgsEmulator) -> Iterator[Sandbox]:
         created.kill()
 
 
+@pytest.mark.e2b_current
 def test_pause_then_connect_resumes_with_files(emulator: AgsEmulator, sandbox: Sandbox) -> None:
     sandbox.files.write("/home/user/kept.txt", "kept across the pause")
     assert sandbox.pause() is True
@@ -71,6 +74,7 @@ def test_resume_route_of_older_sdks(emulator: AgsEmulator, sandbox: Sandbox) -> 
     )
 
 
+@pytest.mark.e2b_current
 def test_snapshot_starts_independent_sandboxes(emulator: AgsEmulator, sandbox: Sandbox) -> None:
     sandbox.files.write("/home/user/app/config.json", '{"env": "test"}')
     snapshot = sandbox.create_snapshot(name="after-setup")
@@ -96,6 +100,7 @@ def test_snapshot_starts_independent_sandboxes(emulator: AgsEmulator, sandbox: S
         Sandbox.create(snapshot.snapshot_id, **_opts(emulator))
 
 
+@pytest.mark.e2b_current
 def test_fork_copies_files_and_copies_are_independent(sandbox: Sandbox) -> None:
     sandbox.files.write("/home/user/state.txt", "before fork")
     forks = sandbox.fork(count=3, timeout=60)
@@ -114,6 +119,7 @@ def test_fork_copies_files_and_copies_are_independent(sandbox: Sandbox) -> None:
             fork.kill()
 
 
+@pytest.mark.e2b_current
 def test_fork_errors(emulator: AgsEmulator, sandbox: Sandbox) -> None:
     headers = {"X-API-KEY": emulator.api_key}
     url = f"{emulator.url}/sandboxes/{sandbox.sandbox_id}/fork"
@@ -123,6 +129,7 @@ def test_fork_errors(emulator: AgsEmulator, sandbox: Sandbox) -> None:
         sandbox.fork()
 
 
+@pytest.mark.e2b_current
 def test_fork_reports_each_copy_past_the_quota(emulator: AgsEmulator, sandbox: Sandbox) -> None:
     quota = emulator.service.limits.max_instances
     emulator.service.limits.max_instances = 2  # the source and one copy
@@ -140,6 +147,7 @@ def test_fork_reports_each_copy_past_the_quota(emulator: AgsEmulator, sandbox: S
             fork.kill()
 
 
+@pytest.mark.e2b_current
 def test_auto_pause_pauses_at_the_end_of_the_lifetime(emulator: AgsEmulator) -> None:
     sandbox = Sandbox.create(
         template="default", timeout=1, lifecycle={"on_timeout": "pause"}, **_opts(emulator)

@@ -78,6 +78,12 @@ class Checkpoints:
             instance.updated = time.time()
         return instance.status
 
+    async def settle(self, instance: Instance, wait: float) -> None:
+        """Wait (up to ``wait`` seconds) for a pause in progress to end, as E2B's connect does."""
+        deadline = time.monotonic() + wait
+        while instance.status == "PAUSING" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     async def resume(self, instance: Instance, timeout: int | None) -> None:
         """``ResumeSandboxInstance``: RESUMING, a fresh sandbox with the kept tree, RUNNING."""
         with self.store.lock:

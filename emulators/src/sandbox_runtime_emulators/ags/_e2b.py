@@ -118,6 +118,8 @@ class E2bApi:
                 return _error(404, f"sandbox {instance.instance_id} not found")
             await self.service.stop_instance(instance)
             return 204, None, {}
+        if method == "POST" and rest in ("/connect", "/resume"):
+            await self.checkpoints.checkpoints.settle(instance, self.service.limits.start_wait)
         if method == "POST" and rest == "/connect" and instance.status == "PAUSED":
             return await self.checkpoints.resume(instance, payload.get("timeout"))
         if method == "POST" and rest in _CHECKPOINT_ROUTES:
