@@ -28,6 +28,7 @@ __all__ = ["ListQuery", "e2b_state", "list_page"]
 
 MAX_LIMIT = 100
 _UTC = datetime.timezone.utc
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
 
 
 def _bad(message: str) -> ServiceError:
@@ -35,8 +36,18 @@ def _bad(message: str) -> ServiceError:
 
 
 def _micros(timestamp: float) -> int:
-    """A Unix time on the microsecond grid every comparison here uses."""
-    return round(timestamp * 1_000_000)
+    """A Unix time on the microsecond grid every comparison here uses.
+
+    Rounded as ``datetime.fromtimestamp`` rounds, which is how ``startedAt`` is written:
+    ``round(timestamp * 1e6)`` can land one microsecond away, and a client's
+    ``startedAfter`` equal to a sandbox's ``startedAt`` would then miss that sandbox.
+    """
+    return _since_epoch(datetime.datetime.fromtimestamp(timestamp, tz=_UTC))
+
+
+def _since_epoch(moment: datetime.datetime) -> int:
+    """Whole microseconds since the epoch, in integers (no float on the way)."""
+    return (moment - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
 def _parse_time(text: str) -> int:
@@ -46,7 +57,7 @@ def _parse_time(text: str) -> int:
         raise _bad(f"Invalid startedAfter: {text!r}") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_UTC)
-    return _micros(moment.timestamp())
+    return _since_epoch(moment)
 
 
 def _cursor(micros: int, sandbox_id: str, ascending: bool) -> str:
