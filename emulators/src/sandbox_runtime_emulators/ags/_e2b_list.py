@@ -61,7 +61,7 @@ def _parse_time(text: str) -> int:
 
 
 def _cursor(micros: int, sandbox_id: str, ascending: bool) -> str:
-    moment = datetime.datetime.fromtimestamp(micros / 1_000_000, tz=_UTC)
+    moment = _EPOCH + datetime.timedelta(microseconds=micros)  # exact, unlike a float
     text = moment.isoformat(timespec="microseconds").replace("+00:00", "Z") + "__" + sandbox_id
     if ascending:
         text += "__asc"
