@@ -15,7 +15,7 @@ from e2b import Sandbox
 from sandbox_runtime_emulators.ags._seed import SNAPSHOT_REPOSITORY
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 
-pytestmark = [pytest.mark.docker, pytest.mark.e2b_sdk]
+pytestmark = [pytest.mark.docker, pytest.mark.e2b_sdk, pytest.mark.e2b_current]  # fork, snapshots
 
 _STATE = (
     "mkdir -p /testbed && echo built > /testbed/out.txt && chmod 750 /testbed/out.txt"
