@@ -17,8 +17,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ._checkpoints import Checkpoints
+from ._cloud_filters import page_of, snapshot_matches
+from ._seed import Seed
 from ._service import AgsService
-from ._state import Instance, ServiceError, parse_timeout, rfc3339
+from ._state import Instance, ServiceError, Tool, parse_timeout, rfc3339
 
 __all__ = ["VERSION", "CloudApi", "verify_signature"]
 
@@ -94,6 +97,7 @@ class CloudApi:
     def __init__(self, service: AgsService, credentials: tuple[str, str] | None) -> None:
         self.service = service
         self.credentials = credentials
+        self.checkpoints = Checkpoints(service)
         self._actions: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "CreateSandboxTool": self._create_tool,
             "DescribeSandboxToolList": self._describe_tools,
@@ -105,6 +109,11 @@ class CloudApi:
             "StopSandboxInstance": self._stop_instance,
             "AcquireSandboxInstanceToken": self._acquire_token,
             "UpdateSandboxInstance": self._update_instance,
+            "PauseSandboxInstance": self._pause_instance,
+            "ResumeSandboxInstance": self._resume_instance,
+            "CreateSandboxSnapshot": self._create_snapshot,
+            "DescribeSandboxSnapshotList": self._describe_snapshots,
+            "DeleteSandboxSnapshot": self._delete_snapshot,
             "CreateAPIKey": self._create_api_key,
             "DescribeAPIKeyList": self._describe_api_keys,
             "DeleteAPIKey": self._delete_api_key,
@@ -169,13 +178,34 @@ class CloudApi:
 
     # -- instances -------------------------------------------------------------------------
 
-    async def _start_instance(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _origin(self, params: dict[str, Any]) -> tuple[Tool, Seed | None]:
+        """The tool and the starting tree of ``StartSandboxInstance``.
+
+        ``SnapshotId`` starts from a snapshot's tree, ``SourceInstanceId`` from a running (or
+        paused) instance's tree as it is now; either gives the tool when none is named.
+        """
         tool_id, tool_name = params.get("ToolId"), params.get("ToolName")
-        if not tool_id and not tool_name:
+        snapshot_id, source_id = params.get("SnapshotId"), params.get("SourceInstanceId")
+        if snapshot_id and source_id:
+            raise ServiceError(
+                "InvalidParameter", "SnapshotId and SourceInstanceId cannot both be given"
+            )
+        seed: Seed | None = None
+        origin_tool: Tool | None = None
+        if snapshot_id:
+            snapshot = self.service.store.snapshot(str(snapshot_id))
+            seed, origin_tool = snapshot.tree, snapshot.tool
+        elif source_id:
+            source = self.service.store.instance(str(source_id))
+            seed, origin_tool = await self.checkpoints.tree_of(source), source.tool
+        if tool_id or tool_name:
+            return self.service.store.tool(tool_id=tool_id, name=tool_name), seed
+        if origin_tool is None:
             raise ServiceError("MissingParameter", "ToolId or ToolName is required")
-        tool = self.service.store.tool(tool_id=tool_id, name=tool_name)
-        if params.get("SourceInstanceId") or params.get("SnapshotId"):
-            raise ServiceError("UnsupportedOperation", "cloning and snapshots are not emulated")
+        return origin_tool, seed
+
+    async def _start_instance(self, params: dict[str, Any]) -> dict[str, Any]:
+        tool, seed = await self._origin(params)
         timeout = parse_timeout(params.get("Timeout"), default=tool.default_timeout)
         metadata = {
             str(m.get("Name")): str(m.get("Value", ""))
@@ -195,6 +225,7 @@ class CloudApi:
             auth_mode=auth_mode,
             client_token=params.get("ClientToken") or None,
             slow_start=fault.delay if fault else 0.0,
+            seed=seed,
         )
         return {"Instance": instance.to_api()}
 
@@ -244,6 +275,43 @@ class CloudApi:
             with self.service.store.lock:
                 for item in params["Metadata"]:
                     instance.metadata[str(item.get("Name"))] = str(item.get("Value", ""))
+        return {}
+
+    async def _pause_instance(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"InstanceStatus": await self.checkpoints.pause(self._instance(params))}
+
+    async def _resume_instance(self, params: dict[str, Any]) -> dict[str, Any]:
+        timeout = parse_timeout(params["Timeout"]) if params.get("Timeout") else None
+        await self.checkpoints.resume(self._instance(params), timeout)
+        return {}
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    async def _create_snapshot(self, params: dict[str, Any]) -> dict[str, Any]:
+        snapshot = await self.checkpoints.create_snapshot(params, self._instance(params))
+        return {"Snapshot": snapshot.to_api()}
+
+    async def _describe_snapshots(self, params: dict[str, Any]) -> dict[str, Any]:
+        snapshots = self.checkpoints.list_snapshots()
+        ids = params.get("SnapshotIds") or []
+        if ids:
+            snapshots = [s for s in snapshots if s.snapshot_id in ids]
+        for flt in params.get("Filters") or []:
+            name, values = str(flt.get("Name", "")), [str(v) for v in flt.get("Values") or []]
+            snapshots = [s for s in snapshots if snapshot_matches(s, name, values)]
+        page, next_token = page_of(snapshots, params)
+        result: dict[str, Any] = {
+            "SnapshotSet": [s.to_api() for s in page],
+            "TotalCount": len(snapshots),
+        }
+        if next_token:
+            result["NextToken"] = next_token
+        return result
+
+    async def _delete_snapshot(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not params.get("SnapshotId"):
+            raise ServiceError("MissingParameter", "SnapshotId is required")
+        await self.checkpoints.delete_snapshot(str(params["SnapshotId"]))
         return {}
 
     # -- API keys --------------------------------------------------------------------------

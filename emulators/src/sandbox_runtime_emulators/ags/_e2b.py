@@ -3,11 +3,13 @@
 ``templateID`` is a tool name (or id), as on AGS.  Create answers 201 with the ``Sandbox``
 object, kill and timeout 204, unknown sandboxes 404; errors are ``{"code", "message"}``.
 Both the old routes (``POST /sandboxes``, ``POST /sandboxes/{id}/connect``, e2b < 2.51) and the
-``/v2`` ones of newer SDKs are served.  Pause, resume, snapshots, metrics and logs are not.
+``/v2`` ones of newer SDKs are served, and pause, resume, snapshots and fork
+(:mod:`._e2b_checkpoints`); metrics and logs are not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hmac
 import json
@@ -17,9 +19,11 @@ from urllib.parse import parse_qs
 
 from sandbox_runtime._envd.server import ENVD_VERSION
 
-from ._e2b_list import ListQuery, list_page
+from ._e2b_checkpoints import E2bCheckpoints
+from ._e2b_list import ListQuery, e2b_state, list_page
+from ._seed import Seed
 from ._service import AgsService
-from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError
+from ._state import DEFAULT_TIMEOUT, MAX_TIMEOUT, Instance, ServiceError, Tool
 
 __all__ = ["E2bAnswer", "E2bApi"]
 
@@ -27,9 +31,12 @@ E2bAnswer = tuple[int, Any, dict[str, str]]
 #: The least a refresh keeps the sandbox alive for, in seconds (E2B's default timeout).
 DEFAULT_REFRESH = 15
 _SANDBOX_ROUTE = re.compile(r"^/(?:v2/)?sandboxes/(?P<id>[^/]+)(?P<rest>/[a-z]+)?$")
+_CHECKPOINT_ROUTES = ("/pause", "/resume", "/snapshots", "/fork")
+_TEMPLATE_ROUTE = re.compile(r"^/templates/(?P<id>[^/]+)$")
 _STATUS_FOR = {
     "ResourceNotFound.SandboxTool": 404,
     "ResourceNotFound.SandboxInstance": 404,
+    "ResourceNotFound.SandboxSnapshot": 404,
     "ResourceUnavailable.SandboxTool": 400,
     "LimitExceeded.SandboxInstance": 429,
     "InvalidParameterValue.Timeout": 400,
@@ -52,6 +59,7 @@ class E2bApi:
 
     def __init__(self, service: AgsService) -> None:
         self.service = service
+        self.checkpoints = E2bCheckpoints(service, self._sandbox)
 
     def operation(self, method: str, path: str) -> str:
         """A stable name for a request, for faults and the request log (``POST /sandboxes``)."""
@@ -82,42 +90,75 @@ class E2bApi:
                 return await self._create(payload)
             if method == "GET" and path in ("/sandboxes", "/v2/sandboxes"):
                 return self._list(parse_qs(query.decode()), v2=path.startswith("/v2"))
+            if method == "GET" and path == "/snapshots":
+                return self.checkpoints.list_snapshots(parse_qs(query.decode()))
+            template = _TEMPLATE_ROUTE.match(path)
+            if method == "DELETE" and template is not None:
+                return await self.checkpoints.delete_snapshot(template["id"])
             match = _SANDBOX_ROUTE.match(path)
             if match is None:
                 return _error(404, f"no route for {method} {path}")
             instance = self.service.store.instance(match["id"])
             await self.service.check_alive(instance)
-            rest = match["rest"] or ""
-            if method == "GET" and not rest:
-                if instance.status not in ("STARTING", "RUNNING"):
-                    return _error(404, f"sandbox {instance.instance_id} not found")
-                return 200, self._detail(instance), {}
-            if method == "DELETE" and not rest:
-                if instance.status not in ("STARTING", "RUNNING"):
-                    return _error(404, f"sandbox {instance.instance_id} not found")
-                await self.service.stop_instance(instance)
-                return 204, None, {}
-            if method == "POST" and rest == "/timeout":
-                # E2B: the end becomes now + timeout, shorter or longer (negative: now).
-                self._check_running(instance)
-                self.service.set_timeout(instance, int(payload.get("timeout") or 0))
-                return 204, None, {}
-            if method == "POST" and rest == "/refreshes":
-                self._check_running(instance)
-                seconds = max(int(payload.get("duration") or 0), DEFAULT_REFRESH)
-                self.service.set_timeout(instance, seconds, allow_shorter=False)
-                return 204, None, {}
-            if method == "POST" and rest == "/connect":
-                self._check_running(instance)
-                seconds = int(payload.get("timeout") or 0) or instance.timeout
-                self.service.set_timeout(instance, seconds, allow_shorter=False)
-                return 200, self._sandbox(instance), {}
-            if rest in ("/pause", "/resume", "/snapshots", "/metrics", "/logs", "/fork"):
-                return _error(501, f"{rest[1:]} is not supported by the emulator")
-            return _error(404, f"no route for {method} {path}")
+            return await self._on_sandbox(method, match["rest"] or "", instance, payload)
         except ServiceError as exc:
             status = _STATUS_FOR.get(exc.code, exc.http_status)
             return _error(status, exc.message)
+
+    async def _on_sandbox(
+        self, method: str, rest: str, instance: Instance, payload: dict[str, Any]
+    ) -> E2bAnswer:
+        """The routes under ``/sandboxes/{id}``."""
+        if method == "GET" and not rest:
+            if e2b_state(instance) is None:
+                return _error(404, f"sandbox {instance.instance_id} not found")
+            return 200, self._detail(instance), {}
+        if method == "DELETE" and not rest:
+            if e2b_state(instance) is None:
+                return _error(404, f"sandbox {instance.instance_id} not found")
+            await self.service.stop_instance(instance)
+            return 204, None, {}
+        if method == "POST" and rest in ("/connect", "/resume"):
+            await self.checkpoints.checkpoints.settle(instance, self.service.limits.start_wait)
+        if method == "POST" and rest == "/connect" and instance.status == "PAUSED":
+            return await self.checkpoints.resume(instance, payload.get("timeout"))
+        if method == "POST" and rest in _CHECKPOINT_ROUTES:
+            return await self._checkpoint_route(rest, instance, payload)
+        return self._on_running(method, rest, instance, payload)
+
+    async def _checkpoint_route(
+        self, rest: str, instance: Instance, payload: dict[str, Any]
+    ) -> E2bAnswer:
+        if rest == "/pause":
+            return await self.checkpoints.pause(instance)
+        if rest == "/resume":
+            return await self.checkpoints.resume(instance, payload.get("timeout"))
+        if rest == "/snapshots":
+            return await self.checkpoints.create_snapshot(instance, payload)
+        return await self.checkpoints.fork(instance, payload)
+
+    def _on_running(
+        self, method: str, rest: str, instance: Instance, payload: dict[str, Any]
+    ) -> E2bAnswer:
+        """Timeout, refresh and connect: routes of a running sandbox."""
+        if method == "POST" and rest == "/timeout":
+            # E2B: the end becomes now + timeout, shorter or longer (negative: now).
+            self._check_running(instance)
+            self.service.set_timeout(instance, int(payload.get("timeout") or 0))
+            return 204, None, {}
+        if method == "POST" and rest == "/refreshes":
+            self._check_running(instance)
+            seconds = max(int(payload.get("duration") or 0), DEFAULT_REFRESH)
+            self.service.set_timeout(instance, seconds, allow_shorter=False)
+            return 204, None, {}
+        if method == "POST" and rest == "/connect":
+            self._check_running(instance)
+            seconds = int(payload.get("timeout") or 0) or instance.timeout
+            self.service.set_timeout(instance, seconds, allow_shorter=False)
+            return 200, self._sandbox(instance), {}
+        if rest in ("/metrics", "/logs"):
+            return _error(501, f"{rest[1:]} is not supported by the emulator")
+        return _error(404, f"no route for {method} /sandboxes/{instance.instance_id}{rest}")
 
     @staticmethod
     def _create_timeout(raw: Any) -> int:
@@ -145,11 +186,7 @@ class E2bApi:
         template = str(payload.get("templateID") or "")
         if not template:
             return _error(400, "templateID is required")
-        store = self.service.store
-        try:
-            tool = store.tool(tool_id=template)
-        except ServiceError:
-            tool = store.tool(name=template)
+        tool, seed = self._template(template)
         fault = self.service.faults.take("e2b", "POST /sandboxes", ("slow_start",))
         instance = await self.service.start_instance(
             tool=tool,
@@ -160,13 +197,33 @@ class E2bApi:
             auth_mode="DEFAULT" if payload.get("secure", True) else "NONE",
             client_token=None,
             slow_start=fault.delay if fault else 0.0,
+            seed=seed,
         )
+        instance.auto_pause = bool(payload.get("autoPause"))
         if fault is not None:
             # The REST API answers only once the sandbox runs.
             import asyncio
 
             await asyncio.to_thread(instance.boot_done.wait, self.service.limits.start_wait)
         return 201, self._sandbox(instance), {}
+
+    def _template(self, template: str) -> tuple[Tool, Seed | None]:
+        """The tool a ``templateID`` names (id or name), or a snapshot's tool and tree.
+
+        e2b starts a sandbox from a snapshot by passing the snapshot's id as the template.
+        """
+        store = self.service.store
+        with contextlib.suppress(ServiceError):
+            return store.tool(tool_id=template), None
+        with contextlib.suppress(ServiceError):
+            return store.tool(name=template), None
+        try:
+            snapshot = store.snapshot(template)
+        except ServiceError:
+            raise ServiceError(
+                "ResourceNotFound.SandboxTool", f"sandbox tool {template!r} not found"
+            ) from None
+        return snapshot.tool, snapshot.tree
 
     def _sandbox(self, instance: Instance) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -194,7 +251,7 @@ class E2bApi:
             "memoryMB": 1024,
             "diskSizeMB": 10240,
             "metadata": instance.metadata,
-            "state": "running",
+            "state": e2b_state(instance) or "running",
             "envdVersion": ENVD_VERSION,
         }
 

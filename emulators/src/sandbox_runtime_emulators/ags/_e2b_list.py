@@ -24,10 +24,11 @@ from urllib.parse import parse_qs
 
 from ._state import Instance, ServiceError
 
-__all__ = ["ListQuery", "list_page"]
+__all__ = ["ListQuery", "e2b_state", "list_page"]
 
 MAX_LIMIT = 100
 _UTC = datetime.timezone.utc
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
 
 
 def _bad(message: str) -> ServiceError:
@@ -35,8 +36,18 @@ def _bad(message: str) -> ServiceError:
 
 
 def _micros(timestamp: float) -> int:
-    """A Unix time on the microsecond grid every comparison here uses."""
-    return round(timestamp * 1_000_000)
+    """A Unix time on the microsecond grid every comparison here uses.
+
+    Rounded as ``datetime.fromtimestamp`` rounds, which is how ``startedAt`` is written:
+    ``round(timestamp * 1e6)`` can land one microsecond away, and a client's
+    ``startedAfter`` equal to a sandbox's ``startedAt`` would then miss that sandbox.
+    """
+    return _since_epoch(datetime.datetime.fromtimestamp(timestamp, tz=_UTC))
+
+
+def _since_epoch(moment: datetime.datetime) -> int:
+    """Whole microseconds since the epoch, in integers (no float on the way)."""
+    return (moment - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
 def _parse_time(text: str) -> int:
@@ -46,11 +57,11 @@ def _parse_time(text: str) -> int:
         raise _bad(f"Invalid startedAfter: {text!r}") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_UTC)
-    return _micros(moment.timestamp())
+    return _since_epoch(moment)
 
 
 def _cursor(micros: int, sandbox_id: str, ascending: bool) -> str:
-    moment = datetime.datetime.fromtimestamp(micros / 1_000_000, tz=_UTC)
+    moment = _EPOCH + datetime.timedelta(microseconds=micros)  # exact, unlike a float
     text = moment.isoformat(timespec="microseconds").replace("+00:00", "Z") + "__" + sandbox_id
     if ascending:
         text += "__asc"
@@ -121,6 +132,15 @@ class ListQuery:
         )
 
 
+def e2b_state(instance: Instance) -> str | None:
+    """The instance's e2b ``state`` (``running`` or ``paused``), None once it is gone."""
+    if instance.status in ("STARTING", "RUNNING"):
+        return "running"
+    if instance.status in ("PAUSING", "PAUSED", "RESUMING"):
+        return "paused"
+    return None
+
+
 def list_page(
     instances: Sequence[Instance],
     query: ListQuery,
@@ -128,19 +148,18 @@ def list_page(
     *,
     paged: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """One page of running instances and the headers (``x-next-token``, ``X-Total-Running``)."""
+    """One page of running and paused instances, and the headers (``x-next-token``, counts)."""
     matching = [
         i
         for i in instances
-        if i.status in ("STARTING", "RUNNING")
-        and "running" in query.states
+        if e2b_state(i) in query.states
         and all(i.metadata.get(k) == v for k, v in query.metadata.items())
         and (query.started_after is None or _micros(i.created) >= query.started_after)
         and (query.template is None or query.template in (i.tool.tool_id, i.tool.name))
     ]
     headers: dict[str, str] = {}
     if "running" in query.states:
-        headers["X-Total-Running"] = str(len(matching))
+        headers["X-Total-Running"] = str(sum(e2b_state(i) == "running" for i in matching))
     # Newest first, ties by id ascending; ascending order is the exact reverse.
     matching.sort(key=lambda i: (-_micros(i.created), i.instance_id))
     if query.ascending:

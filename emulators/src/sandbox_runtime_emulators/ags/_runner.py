@@ -35,6 +35,8 @@ import sandbox_runtime._envd.server as server_package
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, SandboxStartError
 
+from ._seed import Seed, capture
+
 __all__ = ["InstanceRunner", "RunnerSettings"]
 
 logger = logging.getLogger("sandbox_runtime_emulators.ags")
@@ -139,8 +141,11 @@ class InstanceRunner:
         image: str | None,
         env: dict[str, str],
         lifetime: float,
+        seed: Seed | None = None,
     ) -> None:
         self.settings = settings
+        #: The kept filesystem (from :meth:`capture`) the sandbox starts from, if any.
+        self.seed = seed
         self.image = image
         self.env = env
         self.lifetime = lifetime
@@ -151,11 +156,14 @@ class InstanceRunner:
         self._envd_thread: threading.Thread | None = None
         self._envd_exit: str | None = None
         self._stopped = threading.Event()
+        # ``docker commit`` pauses the container meanwhile, which is not a death.
+        self._capturing = 0
+        self._captures = 0
 
     def _config(self) -> dict[str, Any]:
         backend = self.settings.backend
         options: dict[str, Any] = {}
-        image = self.image
+        image = self.seed.image if self.seed and self.seed.image else self.image
         if backend == "local":
             if self.settings.local_isolation:
                 options["isolation"] = self.settings.local_isolation
@@ -187,6 +195,11 @@ class InstanceRunner:
             raise SandboxStartError(str(exc)) from exc
         self._runtime = runtime
         try:
+            if self.seed is not None and self.seed.image is not None:
+                # The committed filesystem holds the source's envd state (its port file).
+                runtime.exec(f"rm -rf {ENVD_HOME}", cwd="/", check=True)
+            if self.seed is not None and self.seed.archive is not None:
+                runtime.backend.put_archive(self.seed.archive)
             runtime.backend.put_archive(_envd_archive())
             self._envd_thread = threading.Thread(
                 target=self._run_envd, name="ags-emulator-envd", daemon=True
@@ -271,14 +284,31 @@ class InstanceRunner:
                     time.sleep(0.02)
         raise SandboxStartError(f"envd did not answer /init: {last}")
 
+    def capture(self) -> Seed:
+        """Keep the instance's whole filesystem now (see :mod:`._seed`); not its processes."""
+        runtime = self._runtime
+        if runtime is None:
+            raise SandboxError("the instance has no sandbox")
+        self._capturing += 1
+        self._captures += 1
+        try:
+            return capture(self.settings.backend, runtime.backend, ENVD_HOME)
+        finally:
+            self._capturing -= 1
+
     def alive(self) -> bool:
-        """True while envd runs and the sandbox exists."""
-        return (
+        """True while envd runs and the sandbox exists (or is being captured)."""
+        captures = self._captures
+        if self._capturing and not self._stopped.is_set():
+            return True
+        running = (
             self._runtime is not None
             and self._envd_exit is None
             and not self._stopped.is_set()
             and self._runtime.is_alive()
         )
+        # A capture that began while the engine was asked saw the container paused.
+        return running or (captures != self._captures and not self._stopped.is_set())
 
     def crash(self) -> None:
         """Kill the sandbox as a crashed host would: the service is not told (fault injection)."""

@@ -12,12 +12,14 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sandbox_runtime.errors import SandboxError
 
 from ._faults import FaultBook
 from ._runner import InstanceRunner, RunnerSettings
+from ._seed import Seed, discard
 from ._state import (
     MAX_TIMEOUT,
     ApiKey,
@@ -66,6 +68,9 @@ class AgsService:
         # those already creating a sandbox are awaited, so that nothing is left behind.
         self._sleeping_boots: set[asyncio.Task[None]] = set()
         self._boots: set[asyncio.Task[None]] = set()
+        #: What pauses an instance whose lifetime ends with ``autoPause`` (set by the server
+        #: to the checkpoint operations, which sit above this module).
+        self.pauser: Callable[[Instance], Awaitable[str]] | None = None
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -181,6 +186,7 @@ class AgsService:
         auth_mode: str,
         client_token: str | None,
         slow_start: float = 0.0,
+        seed: Seed | None = None,
     ) -> Instance:
         """Create an instance and boot it; answers when it runs (or at once if slow)."""
         tool.refresh()
@@ -194,7 +200,9 @@ class AgsService:
                     if existing.client_token == client_token and existing.tool is tool:
                         return existing
             running = sum(
-                1 for i in self.store.instances.values() if i.status in ("STARTING", "RUNNING")
+                1
+                for i in self.store.instances.values()
+                if i.status in ("STARTING", "RUNNING", "RESUMING")
             )
             if running >= self.limits.max_instances:
                 raise ServiceError(
@@ -210,11 +218,10 @@ class AgsService:
                 env=env,
                 auth_mode=auth_mode,
                 client_token=client_token,
+                seed=seed,
             )
             self.store.instances[instance.instance_id] = instance
-        boot = asyncio.get_running_loop().create_task(self._boot(instance, slow_start))
-        self._boots.add(boot)
-        boot.add_done_callback(self._boots.discard)
+        boot = self.boot_task(instance, slow_start)
         if slow_start > 0:
             return instance
         with contextlib.suppress(asyncio.TimeoutError):
@@ -227,6 +234,13 @@ class AgsService:
             )
             raise ServiceError(code, f"instance failed to start: {instance.status_reason}")
         return instance
+
+    def boot_task(self, instance: Instance, delay: float = 0.0) -> asyncio.Task[None]:
+        """Boot ``instance`` (STARTING or RESUMING) on a task the shutdown waits for."""
+        boot = asyncio.get_running_loop().create_task(self._boot(instance, delay))
+        self._boots.add(boot)
+        boot.add_done_callback(self._boots.discard)
+        return boot
 
     async def _boot(self, instance: Instance, delay: float) -> None:
         if delay:
@@ -247,6 +261,7 @@ class AgsService:
             image=instance.image,
             env={**custom_env, **instance.env},
             lifetime=MAX_TIMEOUT + 60,
+            seed=instance.seed,
         )
         instance.runner = runner
         try:
@@ -260,7 +275,7 @@ class AgsService:
             logger.warning("instance %s failed to start: %s", instance.instance_id, exc)
         else:
             with self.store.lock:
-                if instance.status == "STARTING":
+                if instance.status in ("STARTING", "RESUMING"):
                     instance.status = "RUNNING"
                     instance.updated = time.time()
                     stop_now = False
@@ -273,12 +288,12 @@ class AgsService:
     async def stop_instance(self, instance: Instance, reason: str = "manual") -> None:
         """``StopSandboxInstance``: STOPPING, remove the sandbox, STOPPED."""
         with self.store.lock:
-            if instance.status not in ("STARTING", "RUNNING"):
+            if instance.status not in ("STARTING", "RUNNING", "PAUSED", "PAUSE_FAILED"):
                 raise ServiceError(
                     "UnsupportedOperation.SandboxInstance",
                     f"sandbox instance {instance.instance_id} is {instance.status}",
                 )
-            booting = instance.status == "STARTING"
+            booting = instance.status in ("STARTING", "PAUSED")
             instance.status = "STOPPING"
             instance.stop_reason = reason
             instance.updated = time.time()
@@ -345,6 +360,10 @@ class AgsService:
                 ]
             for instance in due:
                 with contextlib.suppress(ServiceError):
+                    # e2b's autoPause: paused, not stopped (stopped if the pause fails).
+                    pauser = self.pauser if instance.auto_pause else None
+                    if pauser is not None and await pauser(instance) == "PAUSED":
+                        continue
                     await self.stop_instance(instance, reason="timeout")
             if now - last_sweep >= liveness_every:
                 last_sweep = now
@@ -398,6 +417,17 @@ class AgsService:
         for instance in live:
             if instance.runner is not None:
                 await asyncio.to_thread(instance.runner.stop)
+        await asyncio.to_thread(self._discard_seeds)
+
+    def _discard_seeds(self) -> None:
+        """Remove every image a snapshot or pause committed (their containers are gone)."""
+        with self.store.lock:
+            seeds: list[Seed | None] = [s.tree for s in self.store.snapshots.values()]
+            for instance in self.store.instances.values():
+                seeds += [instance.seed, instance.paused_tree]
+        images = {seed.image: seed for seed in seeds if seed is not None and seed.image}
+        for seed in images.values():
+            discard(seed)
 
     # -- API keys --------------------------------------------------------------------------
 

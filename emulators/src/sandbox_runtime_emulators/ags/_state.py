@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._runner import InstanceRunner
+from ._seed import Seed
 
 __all__ = [
     "ApiKey",
     "Instance",
     "ServiceError",
+    "Snapshot",
     "Store",
     "Tool",
     "parse_timeout",
@@ -159,6 +161,12 @@ class Instance:
     boot_done: threading.Event = field(default_factory=threading.Event)
     envd_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     tokens: dict[str, float] = field(default_factory=dict)
+    seed: Seed | None = None
+    """The filesystem it starts from (a snapshot's or a source instance's), None for the image's."""
+    paused_tree: Seed | None = None
+    auto_pause: bool = False
+    """e2b's ``autoPause``: the end of its lifetime pauses it instead of stopping it."""
+    """While PAUSED: its working tree, which a resume lays into a fresh sandbox."""
 
     def __post_init__(self) -> None:
         self.expires = self.created + self.timeout
@@ -198,6 +206,41 @@ class Instance:
 
 
 @dataclass
+class Snapshot:
+    """A sandbox snapshot (``SandboxSnapshot``): the source instance's working tree.
+
+    ``MemoryIncluded`` is always false here, whatever the request asked: the emulator keeps
+    files only (see docs/ags-emulator.md), and says so in ``StatusReason``.
+    """
+
+    snapshot_id: str
+    name: str
+    source: str
+    tool: Tool
+    tree: Seed
+    memory_requested: bool
+    tags: list[dict[str, str]]
+    client_token: str | None
+    status: str = "ACTIVE"
+    created: float = field(default_factory=time.time)
+
+    def to_api(self) -> dict[str, Any]:
+        """The ``SandboxSnapshot`` structure."""
+        reason = "the emulator keeps the filesystem only" if self.memory_requested else ""
+        return {
+            "SnapshotId": self.snapshot_id,
+            "SnapshotName": self.name,
+            "SourceInstanceId": self.source,
+            "MemoryIncluded": False,
+            "Status": self.status,
+            "StatusReason": reason,
+            "Tags": self.tags,
+            "CreateTime": rfc3339(self.created),
+            "UpdateTime": rfc3339(self.created),
+        }
+
+
+@dataclass
 class ApiKey:
     """An ``ark_`` API key of the E2B-compatible API."""
 
@@ -225,6 +268,7 @@ class Store:
         self.tools: dict[str, Tool] = {}
         self.instances: dict[str, Instance] = {}
         self.api_keys: dict[str, ApiKey] = {}
+        self.snapshots: dict[str, Snapshot] = {}
 
     def tool(self, tool_id: str | None = None, name: str | None = None) -> Tool:
         """A tool by id or name, or ``ResourceNotFound.SandboxTool``."""
@@ -247,6 +291,16 @@ class Store:
             raise ServiceError(
                 "ResourceNotFound.SandboxInstance", f"sandbox instance {instance_id!r} not found"
             )
+        return found
+
+    def snapshot(self, key: str) -> Snapshot:
+        """A snapshot by id (or, for e2b's ``templateID``, by name), or ``ResourceNotFound``."""
+        with self.lock:
+            found = self.snapshots.get(key) or next(
+                (s for s in self.snapshots.values() if s.name == key), None
+            )
+        if found is None:
+            raise ServiceError("ResourceNotFound.SandboxSnapshot", f"snapshot {key!r} not found")
         return found
 
     def api_key(self, secret: str) -> ApiKey | None:

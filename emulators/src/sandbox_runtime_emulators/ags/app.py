@@ -89,7 +89,7 @@ class EmulatorApp:
             await self._admin(method, path, body, send)
         elif path in _ENVD_PATHS or path.startswith(_ENVD_SERVICES):
             await self._envd(method, path, query, headers, body, send)
-        elif path.startswith(("/sandboxes", "/v2/")):
+        elif path.startswith(("/sandboxes", "/v2/", "/snapshots", "/templates/")):
             await self._e2b(method, path, query, headers, body, send)
         elif method == "POST" and path == "/" and "x-tc-action" in headers:
             await self._cloud(headers, body, send)

@@ -29,6 +29,7 @@ from pydantic import SecretStr
 from sandbox_runtime._envd.server._http import serve
 from sandbox_runtime_emulators._ratelimit import Quota, ServerLimits
 
+from ._checkpoints import Checkpoints
 from ._cloudapi import CloudApi
 from ._e2b import E2bApi
 from ._faults import FaultBook, RandomFaults
@@ -87,6 +88,7 @@ class AgsEmulator:
         self.service = AgsService(runner, limits or ServiceLimits(), self.faults, self.store)
         self.api_key = self.service.create_api_key("emulator", api_key).secret
         self.default_tool = self.service.add_ready_tool(DEFAULT_TOOL, default_image)
+        self.service.pauser = Checkpoints(self.service).pause
         #: The TCR emulation; its one registry instance pushes to ``tcr_domain`` (a real
         #: registry such as a local ``docker-registry``), see ``_tcr``.
         self.tcr = TcrApi(
