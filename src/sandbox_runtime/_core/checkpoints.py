@@ -1,0 +1,133 @@
+"""Checkpoints: a sandbox's state saved under an id, that outlives the sandbox.
+
+A :class:`Checkpoint` is a plain handle: what a backend saved (a directory copy on
+``local``, an image on ``docker``), whose it was, and when it goes.  It carries the same
+ownership labels as a sandbox (``_core/ownership.py``), so ``sandbox-runtime reap`` removes
+the checkpoints of dead owners and expired ones the way it removes sandboxes, and a listing
+finds them by user label.  The operations on it live in ``runtime.py`` (``checkpoint``,
+``rollback``, ``fork``, ``from_checkpoint``) and in each backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Literal
+
+from sandbox_runtime._core import ownership
+
+if TYPE_CHECKING:
+    from sandbox_runtime._core.runtime import SandboxRuntime
+
+__all__ = ["Checkpoint", "CheckpointKind", "ForkResult", "checkpoint_labels"]
+
+#: What a checkpoint holds: the filesystem only, or the memory (running processes) too.
+CheckpointKind = Literal["filesystem", "memory"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A saved sandbox state: pass it to ``rollback`` or ``SandboxRuntime.from_checkpoint``."""
+
+    id: str
+    """The backend's id of the saved state (a directory name, an image id)."""
+    backend: str
+    source_id: str
+    """The sandbox it was taken of (which may be gone by now)."""
+    kind: CheckpointKind
+    created: datetime
+    """When it was taken, in UTC."""
+    size_bytes: int | None = None
+    """Its size where the backend knows it cheaply (``None`` otherwise; see each backend)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The user's labels given to ``checkpoint(labels=...)``."""
+    workdir: str | None = None
+    """The source sandbox's workdir, which sandboxes started from it get by default."""
+    expires_at: float | None = None
+    owner: str | None = None
+    """``host:pid`` of the process that took it."""
+
+    @classmethod
+    def from_labels(
+        cls,
+        backend: str,
+        checkpoint_id: str,
+        labels: Mapping[str, str],
+        *,
+        size_bytes: int | None = None,
+    ) -> Checkpoint:
+        """Read one back from the full label set a backend stored with it."""
+        host, pid = labels.get(ownership.OWNER_HOST), labels.get(ownership.OWNER_PID)
+        created = ownership.timestamp(labels, ownership.CREATED_AT) or 0.0
+        try:
+            user = json.loads(labels.get(ownership.CHECKPOINT_LABELS, "{}"))
+        except ValueError:
+            user = {}
+        kind: CheckpointKind = (
+            "memory" if labels.get(ownership.CHECKPOINT_KIND) == "memory" else "filesystem"
+        )
+        return cls(
+            id=checkpoint_id,
+            backend=backend,
+            source_id=labels.get(ownership.SOURCE, ""),
+            kind=kind,
+            created=datetime.fromtimestamp(created, tz=timezone.utc),
+            size_bytes=size_bytes,
+            labels={str(k): str(v) for k, v in user.items()} if isinstance(user, dict) else {},
+            workdir=labels.get(ownership.WORKDIR),
+            expires_at=ownership.timestamp(labels, ownership.EXPIRES_AT),
+            owner=f"{host}:{pid}" if host and pid else None,
+        )
+
+    def matches(self, wanted: Mapping[str, str]) -> bool:
+        """True when every label in ``wanted`` is on this checkpoint with that value."""
+        return all(self.labels.get(key) == value for key, value in wanted.items())
+
+
+def checkpoint_labels(
+    *,
+    source_id: str,
+    kind: CheckpointKind,
+    lifetime: float,
+    run_id: str | None,
+    labels: Mapping[str, str],
+    workdir: str | None,
+) -> dict[str, str]:
+    """The full label set a backend stores with a new checkpoint (ownership included)."""
+    stored = ownership.make_labels(lifetime=lifetime, run_id=run_id, extra={}, workdir=workdir)
+    stored.update(
+        {
+            ownership.CHECKPOINT: "true",
+            ownership.SOURCE: source_id,
+            ownership.CHECKPOINT_KIND: kind,
+            ownership.CHECKPOINT_LABELS: json.dumps(dict(labels), sort_keys=True),
+        }
+    )
+    return stored
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """One copy of a fork: a started sandbox, or the error that kept it from starting.
+
+    A fork never fails as a whole because one copy did: each result says for itself.  The
+    caller owns every started sandbox (close it, or use it in a ``with`` block).
+    """
+
+    index: int
+    sandbox: SandboxRuntime | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when this copy started."""
+        return self.sandbox is not None
+
+    def unwrap(self) -> SandboxRuntime:
+        """The started sandbox, or this copy's error raised."""
+        if self.sandbox is None:
+            assert self.error is not None
+            raise self.error
+        return self.sandbox
