@@ -10,6 +10,8 @@ finds them by user label.  The operations on it live in ``runtime.py`` (``checkp
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,8 +64,9 @@ class Checkpoint:
         host, pid = labels.get(ownership.OWNER_HOST), labels.get(ownership.OWNER_PID)
         created = ownership.timestamp(labels, ownership.CREATED_AT) or 0.0
         try:
-            user = json.loads(labels.get(ownership.CHECKPOINT_LABELS, "{}"))
-        except ValueError:
+            encoded = labels.get(ownership.CHECKPOINT_LABELS, "")
+            user = json.loads(base64.urlsafe_b64decode(encoded)) if encoded else {}
+        except (ValueError, binascii.Error):
             user = {}
         kind: CheckpointKind = (
             "memory" if labels.get(ownership.CHECKPOINT_KIND) == "memory" else "filesystem"
@@ -102,7 +105,10 @@ def checkpoint_labels(
             ownership.CHECKPOINT: "true",
             ownership.SOURCE: source_id,
             ownership.CHECKPOINT_KIND: kind,
-            ownership.CHECKPOINT_LABELS: json.dumps(dict(labels), sort_keys=True),
+            # Base64: no quotes or spaces, which image-label syntaxes escape differently.
+            ownership.CHECKPOINT_LABELS: base64.urlsafe_b64encode(
+                json.dumps(dict(labels), sort_keys=True).encode()
+            ).decode(),
         }
     )
     return stored

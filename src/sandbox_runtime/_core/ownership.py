@@ -50,7 +50,7 @@ CHECKPOINT = f"{LABEL_PREFIX}.checkpoint"
 SOURCE = f"{LABEL_PREFIX}.source"
 #: ``filesystem`` or ``memory``: what a checkpoint holds.
 CHECKPOINT_KIND = f"{LABEL_PREFIX}.checkpoint-kind"
-#: A checkpoint's user labels as JSON: an image inherits its container's labels, so the
+#: A checkpoint's user labels as base64 of JSON: an image inherits its container's labels, so the
 #: checkpoint's own cannot be told from them by key alone.
 CHECKPOINT_LABELS = f"{LABEL_PREFIX}.checkpoint-labels"
 

@@ -92,7 +92,8 @@ class CheckpointConformance:
             return
         _prepare(sandbox)
         before = workdir_manifest(sandbox)
-        assert "git ?? untracked.txt" in before and "L ./link.py -> src/app.py" in before
+        assert "git ?? untracked.txt" in before
+        assert "L ./link.py -> src/app.py" in before
         checkpoint = sandbox.checkpoint(labels={"canary": "rollback"})
         assert checkpoint.backend == sandbox.config.backend
         assert checkpoint.kind in ("filesystem", "memory")
@@ -116,7 +117,8 @@ class CheckpointConformance:
         assert checkpoint_id in [item.id for item in listed]
         found = next(item for item in listed if item.id == checkpoint_id)
         assert found.labels == {"canary": "rollback"}
-        assert found.expires_at is not None and found.owner is not None
+        assert found.expires_at is not None
+        assert found.owner is not None
         reaped = load_backend(backend).reap(sandbox.backend.options, dry_run=True)
         assert checkpoint_id not in [item.sandbox_id for item in reaped]  # its owner lives
         # Taken off the sandbox, the checkpoint can go (docker: an image in use cannot).

@@ -422,13 +422,16 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         The sandbox's id changes to the new container's; its processes end with the old
         container.  If the new container cannot start, the old one stays in place.
         """
-        old = (self._container, self._agent, self._name, self.config)
+        old = (self._container, self._agent, self._name, self.config, self._agent_dir)
         self._container, self._agent = None, None
         self._name = _NAME_PREFIX + uuid.uuid4().hex[:16]
+        # A fresh agent directory: the image holds the old one, whose starter would run at
+        # once, before the new token is there, and give up.
+        self._agent_dir = agent_directory()
         try:
             self.start_from_checkpoint(checkpoint)
         except BaseException:
-            self._container, self._agent, self._name, self.config = old
+            self._container, self._agent, self._name, self.config, self._agent_dir = old
             raise
         replaced, replaced_agent = old[0], old[1]
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):

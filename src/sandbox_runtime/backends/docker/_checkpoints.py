@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sandbox_runtime.backend_kit import MANAGED, Checkpoint, ReapedSandbox, why_reapable
-from sandbox_runtime.errors import BackendError, CheckpointNotFoundError
+from sandbox_runtime.errors import BackendError, CheckpointNotFoundError, ConfigError
 
 from ._client import docker, explain, requests, status_code
 
@@ -30,22 +30,47 @@ _CHECKPOINT_LABEL = "sandbox-runtime.checkpoint"
 _ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
-def _selector(backend_label: str, backend: str) -> dict[str, list[str]]:
-    return {"label": [f"{MANAGED}=true", f"{_CHECKPOINT_LABEL}=true", f"{backend_label}={backend}"]}
+def _ours(api: Any, backend_label: str, backend: str) -> list[dict[str, Any]]:
+    """The engine's checkpoint images of this library.
+
+    One label goes to the engine, the rest are checked here: Podman's image listing
+    matches nothing when given several label filters.
+    """
+    found = api.images(filters={"label": f"{_CHECKPOINT_LABEL}=true"})
+    return [
+        item
+        for item in found
+        if (item.get("Labels") or {}).get(MANAGED) == "true"
+        and (item.get("Labels") or {}).get(backend_label) == backend
+    ]
+
+
+def _label_changes(labels: Mapping[str, str]) -> list[str]:
+    """``LABEL`` instructions for a commit: Podman's API ignores ``conf``'s labels.
+
+    Values are quoted without escapes (Docker unescapes them, Podman keeps backslashes), so
+    a value holding a quote or backslash is refused rather than stored differently.
+    """
+    for key, value in labels.items():
+        if any(char in key + value for char in '"\\\n'):
+            raise ConfigError(f"checkpoint label {key!r}={value!r}: no quotes or backslashes")
+    return [f'LABEL "{key}"="{value}"' for key, value in labels.items()]
 
 
 def commit(api: Any, container: str, labels: Mapping[str, str]) -> Checkpoint:
     """Commit ``container`` as a checkpoint image carrying ``labels`` (ownership included)."""
+    changes = _label_changes(labels)
     try:
         committed = api.commit(
             container,
             repository=REPOSITORY,
             tag=uuid.uuid4().hex[:16],
-            conf={"Labels": dict(labels)},
+            changes=changes,
             pause=True,
         )
-        image_id = str(committed["Id"])
-        size = api.inspect_image(image_id).get("Size")
+        inspected = api.inspect_image(str(committed["Id"]))
+        image_id = str(inspected["Id"])  # Podman answers the bare hex, listings sha256:...
+        size = inspected.get("Size")
     except _ERRORS as exc:
         raise BackendError(f"cannot commit container {container[:12]}: {explain(exc)}") from exc
     return Checkpoint.from_labels(
@@ -56,7 +81,7 @@ def commit(api: Any, container: str, labels: Mapping[str, str]) -> Checkpoint:
 def listing(api: Any, backend_label: str, backend: str) -> list[Checkpoint]:
     """Checkpoint images of this library on this engine."""
     try:
-        found = api.images(filters=_selector(backend_label, backend))
+        found = _ours(api, backend_label, backend)
     except _ERRORS as exc:
         raise BackendError(f"cannot list images: {explain(exc)}") from exc
     return [
@@ -78,7 +103,7 @@ def delete(api: Any, image_id: str) -> None:
     if labels.get(_CHECKPOINT_LABEL) != "true" or labels.get(MANAGED) != "true":
         raise CheckpointNotFoundError(f"image {image_id!r} is not a checkpoint of this library")
     try:
-        api.remove_image(image_id, force=True)
+        api.remove_image(image_id, force=False)  # Podman's force removes its containers
     except docker.errors.ImageNotFound as exc:
         raise CheckpointNotFoundError(f"no docker checkpoint {image_id!r}") from exc
     except _ERRORS as exc:
@@ -91,14 +116,14 @@ def delete(api: Any, image_id: str) -> None:
 def reap(api: Any, backend_label: str, backend: str, dry_run: bool) -> list[ReapedSandbox]:
     """Remove checkpoint images that expired or lost their owner (in use: left for later)."""
     reaped: list[ReapedSandbox] = []
-    for item in api.images(filters=_selector(backend_label, backend)):
+    for item in _ours(api, backend_label, backend):
         reason = why_reapable(item.get("Labels") or {})
         if reason is None:
             continue
         image_id = str(item["Id"])
         if not dry_run:
             try:
-                api.remove_image(image_id, force=True)
+                api.remove_image(image_id, force=False)  # Podman's force removes its containers
             except docker.errors.ImageNotFound:
                 continue
             except docker.errors.APIError as exc:
