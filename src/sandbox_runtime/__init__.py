@@ -23,13 +23,14 @@ from sandbox_runtime._core.backend import (
     ReapedSandbox,
     SandboxInfo,
 )
-from sandbox_runtime._core.checkpoints import Checkpoint, CheckpointKind, ForkResult
+from sandbox_runtime._core.checkpoints import Checkpoint, CheckpointKind
 from sandbox_runtime._core.config import Resources, SandboxConfig
 from sandbox_runtime._core.limits import set_start_limit
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.registry import BackendInfo, list_backends, load_backend
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
 from sandbox_runtime._core.runtime import (
+    ForkResult,
     SandboxRuntime,
     delete_checkpoint,
     list_checkpoints,

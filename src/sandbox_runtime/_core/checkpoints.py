@@ -5,7 +5,7 @@ A :class:`Checkpoint` is a plain handle: what a backend saved (a directory copy 
 ownership labels as a sandbox (``_core/ownership.py``), so ``sandbox-runtime reap`` removes
 the checkpoints of dead owners and expired ones the way it removes sandboxes, and a listing
 finds them by user label.  The operations on it live in ``runtime.py`` (``checkpoint``,
-``rollback``, ``fork``, ``from_checkpoint``) and in each backend.
+``rollback``, ``fork``, ``from_checkpoint``, with ``ForkResult``) and in each backend.
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from sandbox_runtime._core import ownership
 
-if TYPE_CHECKING:
-    from sandbox_runtime._core.runtime import SandboxRuntime
-
-__all__ = ["Checkpoint", "CheckpointKind", "ForkResult", "checkpoint_labels"]
+__all__ = ["Checkpoint", "CheckpointKind", "checkpoint_labels"]
 
 #: What a checkpoint holds: the filesystem only, or the memory (running processes) too.
 CheckpointKind = Literal["filesystem", "memory"]
@@ -112,28 +109,3 @@ def checkpoint_labels(
         }
     )
     return stored
-
-
-@dataclass(frozen=True, slots=True)
-class ForkResult:
-    """One copy of a fork: a started sandbox, or the error that kept it from starting.
-
-    A fork never fails as a whole because one copy did: each result says for itself.  The
-    caller owns every started sandbox (close it, or use it in a ``with`` block).
-    """
-
-    index: int
-    sandbox: SandboxRuntime | None = None
-    error: BaseException | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when this copy started."""
-        return self.sandbox is not None
-
-    def unwrap(self) -> SandboxRuntime:
-        """The started sandbox, or this copy's error raised."""
-        if self.sandbox is None:
-            assert self.error is not None
-            raise self.error
-        return self.sandbox

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
 from sandbox_runtime._core.backend import Backend, Capability, ExecRequest, SandboxInfo
-from sandbox_runtime._core.checkpoints import Checkpoint, ForkResult
+from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.limits import start_slot
 from sandbox_runtime._core.registry import load_backend
@@ -46,7 +47,13 @@ from sandbox_runtime.errors import (
     SandboxGoneError,
 )
 
-__all__ = ["SandboxRuntime", "delete_checkpoint", "list_checkpoints", "list_sandboxes"]
+__all__ = [
+    "ForkResult",
+    "SandboxRuntime",
+    "delete_checkpoint",
+    "list_checkpoints",
+    "list_sandboxes",
+]
 
 logger = logging.getLogger("sandbox_runtime")
 
@@ -773,6 +780,31 @@ def list_sandboxes(
     wanted = dict(labels or {})
     chosen = [info for info in found if info.matches(wanted)]
     return sorted(chosen, key=lambda info: info.created_at or 0.0, reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """One copy of a fork: a started sandbox, or the error that kept it from starting.
+
+    A fork never fails as a whole because one copy did: each result says for itself.  The
+    caller owns every started sandbox (close it, or use it in a ``with`` block).
+    """
+
+    index: int
+    sandbox: SandboxRuntime | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when this copy started."""
+        return self.sandbox is not None
+
+    def unwrap(self) -> SandboxRuntime:
+        """The started sandbox, or this copy's error raised."""
+        if self.sandbox is None:
+            assert self.error is not None
+            raise self.error
+        return self.sandbox
 
 
 def _start_copies(
