@@ -1,6 +1,7 @@
 """Fork and checkpoint against doing the work again (issue 22): one interleaved run.
 
     python benchmarks/bench_fork.py [--rounds 2] [--copies 8] [--files 10000] [--skip-docker]
+                                    [--local-dir /mnt/xfs]
 
 docker: a source sandbox is prepared with real work (a generated tree of ``--files`` Python
 modules, then ``python3 -m compileall`` over it, as a repository's build would), then
@@ -135,8 +136,8 @@ def _row(name: str, values: list[float], against: float | None = None) -> str:
     return f"{name:<52} {median:>8.2f}s {ratio:>7}   [{runs}]"
 
 
-def run_local(rounds: int, files: int, timings: dict[str, list[float]]) -> str:
-    base = Path(tempfile.mkdtemp(prefix="bench-fork-"))
+def run_local(rounds: int, files: int, timings: dict[str, list[float]], parent: Path | None) -> str:
+    base = Path(tempfile.mkdtemp(prefix="bench-fork-", dir=parent))
     sandbox = SandboxRuntime(backend="local", options={"base_dir": base / "sandboxes"}).start()
     try:
         sandbox.write_text("gen.py", _GENERATE)
@@ -177,6 +178,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=8)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--skip-docker", action="store_true")
+    parser.add_argument(
+        "--local-dir", type=Path, help="where local sandboxes live (e.g. an xfs or btrfs mount)"
+    )
     args = parser.parse_args()
     timings: dict[str, list[float]] = {}
     timings.setdefault("docker: setup of the source", [])
@@ -192,7 +196,7 @@ def main() -> None:
         "local: checkpoint + rollback",
     ):
         timings.setdefault(name, [])
-    fstype = run_local(args.rounds + 1, args.files, timings)
+    fstype = run_local(args.rounds + 1, args.files, timings, args.local_dir)
     if not args.skip_docker:
         run_docker(args.rounds, args.copies, args.files, timings)
     print(f"cpus: {os.cpu_count()}, files: {args.files}, local filesystem: {fstype}")
