@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def _handle(backend: str = "local") -> Checkpoint:
 
 
 def test_every_call_names_the_missing_capability_and_the_backend(plain: SandboxRuntime) -> None:
-    calls = {
+    calls: dict[str, list[Callable[[], object]]] = {
         "checkpoint_filesystem": [plain.checkpoint, lambda: plain.rollback(_handle(_PLAIN))],
         "fork": [lambda: plain.fork(2)],
         "pause": [plain.pause],
