@@ -61,8 +61,12 @@ def test_a_checkpoint_in_use_is_refused_then_deleted_once_free() -> None:
 
 def test_a_paused_sandbox_closes_and_its_fork_checkpoint_goes_at_close() -> None:
     sandbox = _sandbox().start()
+    sandbox.write_text("a.txt", "a")
+    sandbox.pause()  # a fork of a paused sandbox: the consistent one
     (result,) = sandbox.fork(1)
+    sandbox.resume()
     copy = result.unwrap()
+    assert copy.read_text("a.txt") == "a"
     fork_checkpoints = [
         item.id
         for item in list_checkpoints("docker", labels={"sandbox-runtime-fork-of": sandbox.id})

@@ -132,12 +132,20 @@ def test_bad_arguments_are_config_errors(local: SandboxRuntime) -> None:
 
 
 def test_a_paused_sandbox_refuses_calls_until_resumed(local: SandboxRuntime) -> None:
+    local.write_text("a.txt", "a")
     local.pause()
     with pytest.raises(SandboxError, match="paused"):
         local.exec("true")
+    with pytest.raises(SandboxError, match="paused"):
+        local.read_text("a.txt")
+    checkpoint = local.checkpoint()  # allowed: nothing writes while it is taken
+    (copy,) = local.fork(1)  # so is a fork
+    assert copy.unwrap().read_text("a.txt") == "a"
+    copy.unwrap().close()
     local.resume()
     local.resume()  # harmless when running
     assert local.exec("echo on").stdout == "on\n"
+    delete_checkpoint(checkpoint, options=local.config.options)
     local.close()
 
 

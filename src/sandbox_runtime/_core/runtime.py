@@ -268,9 +268,13 @@ class SandboxRuntime:
 
     # -- checkpoints, forks and pause (docs/checkpoints.md) ----------------------------
 
-    def _require(self, capability: Capability) -> Backend[Any]:
-        """The started backend, if it declares ``capability``; else the typed error."""
-        backend = self._ready()
+    def _require(self, capability: Capability, *, while_paused: bool = False) -> Backend[Any]:
+        """The started backend, if it declares ``capability``; else the typed error.
+
+        ``while_paused``: the call is allowed on a paused sandbox (a checkpoint of a paused
+        sandbox is the consistent one: nothing writes while it is taken).
+        """
+        backend = self._backend if while_paused and self._state is _State.STARTED else self._ready()
         if capability not in backend.capabilities_for(backend.options):
             raise CapabilityUnsupportedError(capability.value, self._config.backend)
         return backend
@@ -284,7 +288,7 @@ class SandboxRuntime:
         sandbox's ``lifetime``), so ``sandbox-runtime reap`` removes it as it removes
         sandboxes; :func:`delete_checkpoint` removes it sooner.
         """
-        backend = self._require(Capability.CHECKPOINT_FILESYSTEM)
+        backend = self._require(Capability.CHECKPOINT_FILESYSTEM, while_paused=True)
         if lifetime is not None and lifetime <= 0:
             raise ConfigError(f"lifetime must be positive, got {lifetime}")
         with self._meter.call():
@@ -315,14 +319,15 @@ class SandboxRuntime:
         backend allows it, else left to expire with this sandbox's lifetime (docker: the
         copies' containers use its image).
         """
-        self._require(Capability.FORK)
+        self._require(Capability.FORK, while_paused=True)
         checkpoint = self.checkpoint(labels={"sandbox-runtime-fork-of": self.id})
+        self._fork_checkpoints.append(checkpoint.id)
         given = self._config.model_dump(exclude_unset=True, exclude={"options"})
         fields = {**given, "options": self._config.options, **overrides}
-        results = type(self).from_checkpoint(checkpoint, n=n, **fields)
-        self._fork_checkpoints.append(checkpoint.id)
-        self._delete_fork_checkpoints()
-        return results
+        try:
+            return type(self).from_checkpoint(checkpoint, n=n, **fields)
+        finally:
+            self._delete_fork_checkpoints()
 
     def _delete_fork_checkpoints(self) -> None:
         """Delete the checkpoints :meth:`fork` made, where the backend allows it now.
@@ -365,7 +370,8 @@ class SandboxRuntime:
     def pause(self) -> None:
         """Stop running the sandbox, keeping its processes and files, until :meth:`resume`.
 
-        While paused, calls other than ``resume`` and ``close`` raise :class:`SandboxError`.
+        While paused, calls other than ``resume``, ``close``, ``checkpoint`` and ``fork`` raise
+        :class:`SandboxError`.
         """
         backend = self._require(Capability.PAUSE)
         with self._lifecycle, self._meter.call():
