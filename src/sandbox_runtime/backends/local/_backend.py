@@ -39,6 +39,7 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -235,6 +236,7 @@ class LocalBackend(Backend[LocalOptions]):
         # start_from_checkpoint: the checkpoint directory standing in for the template.
         self._from_checkpoint: Path | None = None
         self._paused_pids: set[int] = set()
+        self._cleanups: list[threading.Thread] = []
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -372,6 +374,8 @@ class LocalBackend(Backend[LocalOptions]):
         else:  # attached: the watchdog belongs to the process that started the sandbox
             _kill_watchdog(self._marker)
         kill_marked(self._marker)
+        for cleanup in self._cleanups:
+            cleanup.join()
         _remove_tree(self._home)
 
     def attach(self, sandbox_id: str) -> None:
@@ -445,7 +449,13 @@ class LocalBackend(Backend[LocalOptions]):
         os.rename(self._root, retired)
         os.rename(staged, self._root)
         self._real_root = os.path.realpath(self._root)
-        _remove_tree(retired)
+        # Off the caller's path: removing 10,000 files can cost more than copying them.
+        # ``stop`` waits for it; a killed client leaves it inside the home reap removes.
+        remover = threading.Thread(
+            target=_remove_tree, args=(retired,), name="local-rollback-cleanup", daemon=True
+        )
+        remover.start()
+        self._cleanups.append(remover)
 
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Start with the checkpoint's copy as the root instead of the template's."""
