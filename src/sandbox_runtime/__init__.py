@@ -23,18 +23,27 @@ from sandbox_runtime._core.backend import (
     ReapedSandbox,
     SandboxInfo,
 )
+from sandbox_runtime._core.checkpoints import Checkpoint, CheckpointKind
 from sandbox_runtime._core.config import Resources, SandboxConfig
 from sandbox_runtime._core.limits import set_start_limit
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.registry import BackendInfo, list_backends, load_backend
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, PatchResult
-from sandbox_runtime._core.runtime import SandboxRuntime, list_sandboxes
+from sandbox_runtime._core.runtime import (
+    ForkResult,
+    SandboxRuntime,
+    delete_checkpoint,
+    list_checkpoints,
+    list_sandboxes,
+)
 from sandbox_runtime._core.streaming import CommandHandle
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import (
     BackendError,
     BackendNotFoundError,
     BackendUnavailableError,
+    CapabilityUnsupportedError,
+    CheckpointNotFoundError,
     CommandFailedError,
     ConfigError,
     PathEscapeError,
@@ -63,11 +72,16 @@ __all__ = [
     "BackendNotFoundError",
     "BackendUnavailableError",
     "Capability",
+    "CapabilityUnsupportedError",
+    "Checkpoint",
+    "CheckpointKind",
+    "CheckpointNotFoundError",
     "CommandFailedError",
     "CommandHandle",
     "ConfigError",
     "ExecResult",
     "FileInfo",
+    "ForkResult",
     "Lease",
     "PatchResult",
     "PathEscapeError",
@@ -90,7 +104,9 @@ __all__ = [
     "SandboxUsage",
     "ToolUnavailableError",
     "__version__",
+    "delete_checkpoint",
     "list_backends",
+    "list_checkpoints",
     "list_sandboxes",
     "load_backend",
     "set_start_limit",

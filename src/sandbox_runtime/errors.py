@@ -19,6 +19,8 @@ that knows nothing of this library still handles them sensibly::
     ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
     ├── SandboxReadOnlyError (PermissionError)   a write to a read-only part of the sandbox
     ├── ToolUnavailableError                     a tool the library installed cannot run there
+    ├── CapabilityUnsupportedError               the backend lacks the capability a call needs
+    ├── CheckpointNotFoundError (LookupError)    no checkpoint of that id (deleted or reaped)
     └── BackendError                             the backend failed in a way we did not map
 
 A command's non-zero exit code is data (:class:`~sandbox_runtime.ExecResult`), not an
@@ -34,6 +36,8 @@ __all__ = [
     "BackendError",
     "BackendNotFoundError",
     "BackendUnavailableError",
+    "CapabilityUnsupportedError",
+    "CheckpointNotFoundError",
     "CommandFailedError",
     "ConfigError",
     "PathEscapeError",
@@ -154,3 +158,21 @@ class ToolUnavailableError(SandboxError):
 
 class BackendError(SandboxError):
     """The backend failed in a way that has no more specific error here; the cause is chained."""
+
+
+class CapabilityUnsupportedError(SandboxError):
+    """A call needs a capability (checkpoint, fork, pause) that the sandbox's backend lacks.
+
+    Callers ask for capabilities, never backend names: :attr:`capability` is the
+    :class:`~sandbox_runtime.Capability` value (``"fork"``) and :attr:`backend` the backend.
+    """
+
+    def __init__(self, capability: str, backend: str, detail: str = "") -> None:
+        message = f"the {backend!r} backend does not support {capability!r}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.capability = capability
+        self.backend = backend
+
+
+class CheckpointNotFoundError(SandboxError, LookupError):
+    """No checkpoint of that id exists on the backend: never made, deleted, or reaped."""

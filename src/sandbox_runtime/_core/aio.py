@@ -29,10 +29,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from sandbox_runtime._core.backend import Backend
+from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
-from sandbox_runtime._core.runtime import _DEFAULT, SandboxRuntime
+from sandbox_runtime._core.runtime import _DEFAULT, ForkResult, SandboxRuntime
 from sandbox_runtime._core.streaming import CommandHandle, TextListener
 from sandbox_runtime._core.usage import SandboxUsage
 
@@ -398,6 +399,44 @@ class AsyncSandboxRuntime:
     async def reset(self, *, base: str | None = None, cwd: str | None = None) -> None:
         """Return the repository to the base commit."""
         await self._run(self._sync.reset, base=base, cwd=cwd)
+
+    # -- checkpoints, forks and pause (docs/checkpoints.md) --------------------------------
+
+    async def checkpoint(
+        self, *, labels: Mapping[str, str] | None = None, lifetime: float | None = None
+    ) -> Checkpoint:
+        """Save this sandbox's state; see :meth:`SandboxRuntime.checkpoint`."""
+        return await self._run(self._sync.checkpoint, labels=labels, lifetime=lifetime)
+
+    async def rollback(self, checkpoint: Checkpoint) -> None:
+        """Bring this sandbox back to ``checkpoint``."""
+        await self._run(self._sync.rollback, checkpoint)
+
+    async def fork(self, n: int = 1, **overrides: Any) -> list[ForkResult]:
+        """``n`` started copies; each result's ``sandbox`` is synchronous (wrap it to await)."""
+        return await self._run(self._sync.fork, n, **overrides)
+
+    @classmethod
+    async def from_checkpoint(
+        cls, checkpoint: Checkpoint, *, n: int = 1, executor: Executor | None = None, **fields: Any
+    ) -> list[ForkResult]:
+        """``n`` sandboxes started from ``checkpoint`` (``SandboxRuntime.from_checkpoint``)."""
+        return await _in_executor(
+            executor, SandboxRuntime.from_checkpoint, checkpoint, n=n, **fields
+        )
+
+    async def pause(self) -> None:
+        """Stop running the sandbox until :meth:`resume`."""
+        await self._run(self._sync.pause)
+
+    async def resume(self) -> None:
+        """Run a paused sandbox on."""
+        await self._run(self._sync.resume)
+
+    @property
+    def paused(self) -> bool:
+        """True between :meth:`pause` and :meth:`resume`."""
+        return self._sync.paused
 
 
 class AsyncLease:

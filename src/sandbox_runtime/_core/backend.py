@@ -23,10 +23,15 @@ from sandbox_runtime._core import archive as _archive
 from sandbox_runtime._core import files as _files
 from sandbox_runtime._core import ownership
 from sandbox_runtime._core import transfer as _transfer
+from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.request import ExecRequest
 from sandbox_runtime._core.results import ExecResult, FileInfo
-from sandbox_runtime.errors import ConfigError, SandboxIsADirectoryError
+from sandbox_runtime.errors import (
+    CapabilityUnsupportedError,
+    ConfigError,
+    SandboxIsADirectoryError,
+)
 
 __all__ = [
     "Availability",
@@ -65,6 +70,15 @@ class Capability(str, enum.Enum):
     it the callbacks still get everything, when the command ends."""
     RECONNECT = "reconnect"
     """A sandbox can be found again by id from another client (``connect``, listing)."""
+    CHECKPOINT_FILESYSTEM = "checkpoint_filesystem"
+    """``checkpoint()`` saves the sandbox's filesystem, ``rollback()`` restores it, and
+    checkpoints are listed, deleted and reaped (``docs/checkpoints.md``)."""
+    CHECKPOINT_MEMORY = "checkpoint_memory"
+    """Checkpoints keep running processes (memory) as well as files."""
+    FORK = "fork"
+    """``fork(n)`` and ``SandboxRuntime.from_checkpoint`` start copies of a saved state."""
+    PAUSE = "pause"
+    """``pause()`` keeps the sandbox without running it; ``resume()`` runs it on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,5 +350,43 @@ class Backend(abc.ABC, Generic[OptionsT]):
 
         Backends whose sandboxes cannot outlive their client keep this default, which
         finds nothing.  A reaper never touches anything this library did not create.
+        Backends with checkpoints reap those here too (reason prefixed ``checkpoint:``).
         """
         return []
+
+    # Checkpoints, forks and pause (``docs/checkpoints.md``).  The defaults raise
+    # CapabilityUnsupportedError, so a backend without them keeps working unchanged; one
+    # that implements them declares the matching capabilities.
+
+    def _unsupported(self, capability: Capability) -> CapabilityUnsupportedError:
+        return CapabilityUnsupportedError(capability.value, self.name)
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        """Save the sandbox's state; the checkpoint is owned and expires like a sandbox."""
+        raise self._unsupported(Capability.CHECKPOINT_FILESYSTEM)
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Bring this same sandbox back to ``checkpoint`` (its processes may be killed)."""
+        raise self._unsupported(Capability.CHECKPOINT_FILESYSTEM)
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Like :meth:`start`, with ``checkpoint``'s state instead of the image's."""
+        raise self._unsupported(Capability.FORK)
+
+    def pause(self) -> None:
+        """Stop running the sandbox's processes, keeping them and its files."""
+        raise self._unsupported(Capability.PAUSE)
+
+    def resume(self) -> None:
+        """Run a paused sandbox's processes on."""
+        raise self._unsupported(Capability.PAUSE)
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """The checkpoints of this backend that this library made (any client's)."""
+        raise CapabilityUnsupportedError(Capability.CHECKPOINT_FILESYSTEM.value, cls.name)
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        """Remove one checkpoint; raises ``CheckpointNotFoundError`` when there is none."""
+        raise CapabilityUnsupportedError(Capability.CHECKPOINT_FILESYSTEM.value, cls.name)

@@ -44,6 +44,15 @@ WORKDIR = f"{LABEL_PREFIX}.workdir"
 #: The :class:`~sandbox_runtime.SandboxPool` that started the sandbox (a pool's id), so its
 #: sandboxes can be listed; reaping needs only the owner labels every sandbox has.
 POOL = f"{LABEL_PREFIX}.pool"
+#: Marks a checkpoint (an image, a directory) rather than a sandbox; its value is ``"true"``.
+CHECKPOINT = f"{LABEL_PREFIX}.checkpoint"
+#: The sandbox a checkpoint was taken of.
+SOURCE = f"{LABEL_PREFIX}.source"
+#: ``filesystem`` or ``memory``: what a checkpoint holds.
+CHECKPOINT_KIND = f"{LABEL_PREFIX}.checkpoint-kind"
+#: A checkpoint's user labels as base64 of JSON: an image inherits its container's labels, so the
+#: checkpoint's own cannot be told from them by key alone.
+CHECKPOINT_LABELS = f"{LABEL_PREFIX}.checkpoint-labels"
 
 
 @dataclass(frozen=True, slots=True)

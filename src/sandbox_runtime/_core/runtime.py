@@ -10,7 +10,9 @@ import shlex
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
 from sandbox_runtime._core.backend import Backend, Capability, ExecRequest, SandboxInfo
+from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.limits import start_slot
 from sandbox_runtime._core.registry import load_backend
@@ -35,6 +38,8 @@ from sandbox_runtime._core.usage import SandboxUsage, UsageMeter, host_size
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
+    CapabilityUnsupportedError,
+    CheckpointNotFoundError,
     ConfigError,
     PathEscapeError,
     SandboxClosedError,
@@ -42,7 +47,13 @@ from sandbox_runtime.errors import (
     SandboxGoneError,
 )
 
-__all__ = ["SandboxRuntime", "list_sandboxes"]
+__all__ = [
+    "ForkResult",
+    "SandboxRuntime",
+    "delete_checkpoint",
+    "list_checkpoints",
+    "list_sandboxes",
+]
 
 logger = logging.getLogger("sandbox_runtime")
 
@@ -117,6 +128,8 @@ class SandboxRuntime:
         self._lifecycle = threading.Lock()
         self._base_commits: dict[str, str] = {}
         self._meter = UsageMeter()
+        self._paused = False
+        self._fork_checkpoints: list[str] = []
 
     @classmethod
     def connect(cls, backend: str, sandbox_id: str, /, **fields: Any) -> SandboxRuntime:
@@ -146,6 +159,8 @@ class SandboxRuntime:
         runtime._lifecycle = threading.Lock()
         runtime._base_commits = {}
         runtime._meter = UsageMeter()
+        runtime._paused = False
+        runtime._fork_checkpoints = []
         runtime._meter.started(runtime._meter.starting())  # its lifetime here starts now
         runtime._backend.attach(sandbox_id)
         runtime._state = _State.STARTED
@@ -180,6 +195,10 @@ class SandboxRuntime:
 
     def start(self) -> SandboxRuntime:
         """Create the sandbox; returns ``self``, so ``SandboxRuntime(...).start()`` reads well."""
+        return self._start_with(self._backend.start)
+
+    def _start_with(self, start: Callable[[], None]) -> SandboxRuntime:
+        """Run the backend's ``start`` (or its start from a checkpoint) once, metered."""
         with self._lifecycle:
             if self._state is _State.STARTED:
                 return self
@@ -189,7 +208,7 @@ class SandboxRuntime:
                 # The sandbox's lifetime and start latency begin once a start slot is had.
                 began = self._meter.starting()
                 with self._meter.call():
-                    self._backend.start()
+                    start()
                 self._meter.started(began)
             self._state = _State.STARTED
         logger.debug(
@@ -214,6 +233,7 @@ class SandboxRuntime:
                         self._backend.stop()
             finally:
                 self._meter.closed()
+            self._delete_fork_checkpoints()
         logger.debug("closed %s sandbox", self._config.backend)
 
     def __enter__(self) -> SandboxRuntime:
@@ -233,6 +253,8 @@ class SandboxRuntime:
 
     def _ready(self) -> Backend[Any]:
         if self._state is _State.STARTED:
+            if self._paused:
+                raise SandboxError("the sandbox is paused: call resume() first")
             return self._backend
         if self._state is _State.CLOSED:
             raise SandboxClosedError("this sandbox was closed")
@@ -243,6 +265,134 @@ class SandboxRuntime:
             f"SandboxRuntime(backend={self._config.backend!r}, image={self._config.image!r}, "
             f"state={self._state.value!r})"
         )
+
+    # -- checkpoints, forks and pause (docs/checkpoints.md) ----------------------------
+
+    def _require(self, capability: Capability, *, while_paused: bool = False) -> Backend[Any]:
+        """The started backend, if it declares ``capability``; else the typed error.
+
+        ``while_paused``: the call is allowed on a paused sandbox (a checkpoint of a paused
+        sandbox is the consistent one: nothing writes while it is taken).
+        """
+        backend = self._backend if while_paused and self._state is _State.STARTED else self._ready()
+        if capability not in backend.capabilities_for(backend.options):
+            raise CapabilityUnsupportedError(capability.value, self._config.backend)
+        return backend
+
+    def checkpoint(
+        self, *, labels: Mapping[str, str] | None = None, lifetime: float | None = None
+    ) -> Checkpoint:
+        """Save this sandbox's state; the checkpoint outlives the sandbox.
+
+        It is owned by this process and expires after ``lifetime`` seconds (default: the
+        sandbox's ``lifetime``), so ``sandbox-runtime reap`` removes it as it removes
+        sandboxes; :func:`delete_checkpoint` removes it sooner.
+        """
+        backend = self._require(Capability.CHECKPOINT_FILESYSTEM, while_paused=True)
+        if lifetime is not None and lifetime <= 0:
+            raise ConfigError(f"lifetime must be positive, got {lifetime}")
+        with self._meter.call():
+            return backend.checkpoint(dict(labels or {}), lifetime or self._config.lifetime)
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Bring this sandbox back to ``checkpoint``; the same object goes on being used.
+
+        What each backend keeps is in ``docs/checkpoints.md``: running commands are killed
+        on ``local``, and on ``docker`` the container is replaced, so :attr:`id` changes.
+        """
+        backend = self._require(Capability.CHECKPOINT_FILESYSTEM)
+        if checkpoint.backend != self._config.backend:
+            raise ConfigError(
+                f"checkpoint {checkpoint.id!r} is of the {checkpoint.backend!r} backend, "
+                f"this sandbox is {self._config.backend!r}"
+            )
+        with self._lifecycle, self._meter.call():
+            backend.rollback(checkpoint)
+
+    def fork(self, n: int = 1, **overrides: Any) -> list[ForkResult]:
+        """``n`` independent, started copies of this sandbox as it is now.
+
+        One checkpoint is taken and ``n`` sandboxes start from it at once; each result holds
+        its sandbox or its own error (:class:`ForkResult`).  ``overrides`` are
+        :class:`SandboxConfig` fields for the copies (``labels``, ``lifetime``, ...); the
+        rest are this sandbox's.  The checkpoint is deleted once the copies started where the
+        backend allows it, else left to expire with this sandbox's lifetime (docker: the
+        copies' containers use its image).
+        """
+        self._require(Capability.FORK, while_paused=True)
+        checkpoint = self.checkpoint(labels={"sandbox-runtime-fork-of": self.id})
+        self._fork_checkpoints.append(checkpoint.id)
+        given = self._config.model_dump(exclude_unset=True, exclude={"options"})
+        fields = {**given, "options": self._config.options, **overrides}
+        try:
+            return type(self).from_checkpoint(checkpoint, n=n, **fields)
+        finally:
+            self._delete_fork_checkpoints()
+
+    def _delete_fork_checkpoints(self) -> None:
+        """Delete the checkpoints :meth:`fork` made, where the backend allows it now.
+
+        Tried after the fork and again at close; one still in use (docker: by a running
+        copy) is left to expire, or to ``reap`` once this process is gone.
+        """
+        backend_cls = type(self._backend)
+        for checkpoint_id in list(self._fork_checkpoints):
+            try:
+                backend_cls.delete_checkpoint(checkpoint_id, self._backend.options)
+            except CheckpointNotFoundError:
+                pass
+            except SandboxError as exc:
+                logger.debug("fork checkpoint %s kept for now: %s", checkpoint_id, exc)
+                continue
+            self._fork_checkpoints.remove(checkpoint_id)
+
+    @classmethod
+    def from_checkpoint(
+        cls, checkpoint: Checkpoint, *, n: int = 1, **fields: Any
+    ) -> list[ForkResult]:
+        """``n`` started sandboxes of ``checkpoint``'s backend, each at its state.
+
+        ``fields`` are :class:`SandboxConfig` fields (``options`` for the backend's, as the
+        source had them); the workdir defaults to the source's.  Copies start concurrently,
+        within the backend's start bound; each result holds a sandbox or its own error.
+        """
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        fields = {"backend": checkpoint.backend, **fields}
+        if "workdir" not in fields and checkpoint.workdir:
+            fields["workdir"] = checkpoint.workdir
+        if fields["backend"] != checkpoint.backend:
+            raise ConfigError(
+                f"checkpoint {checkpoint.id!r} is of the {checkpoint.backend!r} backend"
+            )
+        return _start_copies(cls, checkpoint, n, fields)
+
+    def pause(self) -> None:
+        """Stop running the sandbox, keeping its processes and files, until :meth:`resume`.
+
+        While paused, calls other than ``resume``, ``close``, ``checkpoint`` and ``fork`` raise
+        :class:`SandboxError`.
+        """
+        backend = self._require(Capability.PAUSE)
+        with self._lifecycle, self._meter.call():
+            backend.pause()
+            self._paused = True
+
+    def resume(self) -> None:
+        """Run a paused sandbox on; harmless when it is not paused."""
+        if self._state is _State.STARTED and not self._paused:
+            return
+        backend = self._backend
+        if self._state is not _State.STARTED:
+            self._ready()
+        with self._lifecycle, self._meter.call():
+            backend.resume()
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        """True between :meth:`pause` and :meth:`resume`."""
+        return self._paused
 
     # -- commands ----------------------------------------------------------------------
 
@@ -636,6 +786,95 @@ def list_sandboxes(
     wanted = dict(labels or {})
     chosen = [info for info in found if info.matches(wanted)]
     return sorted(chosen, key=lambda info: info.created_at or 0.0, reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """One copy of a fork: a started sandbox, or the error that kept it from starting.
+
+    A fork never fails as a whole because one copy did: each result says for itself.  The
+    caller owns every started sandbox (close it, or use it in a ``with`` block).
+    """
+
+    index: int
+    sandbox: SandboxRuntime | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when this copy started."""
+        return self.sandbox is not None
+
+    def unwrap(self) -> SandboxRuntime:
+        """The started sandbox, or this copy's error raised."""
+        if self.sandbox is None:
+            assert self.error is not None
+            raise self.error
+        return self.sandbox
+
+
+def _start_copies(
+    cls: type[SandboxRuntime], checkpoint: Checkpoint, n: int, fields: dict[str, Any]
+) -> list[ForkResult]:
+    """Start ``n`` sandboxes from ``checkpoint`` concurrently; one result per copy."""
+
+    def start_one(index: int) -> ForkResult:
+        try:
+            runtime = cls(**fields)
+        except SandboxError as exc:
+            return ForkResult(index, error=exc)
+        backend = runtime._backend
+        if Capability.FORK not in backend.capabilities_for(backend.options):
+            error = CapabilityUnsupportedError(Capability.FORK.value, checkpoint.backend)
+            return ForkResult(index, error=error)
+        try:
+            runtime._start_with(lambda: backend.start_from_checkpoint(checkpoint))
+        except Exception as exc:  # each copy reports its own failure, whatever it was
+            runtime.close()
+            return ForkResult(index, error=exc)
+        return ForkResult(index, sandbox=runtime)
+
+    with ThreadPoolExecutor(max_workers=min(n, 32), thread_name_prefix="fork") as pool:
+        return list(pool.map(start_one, range(n)))
+
+
+def list_checkpoints(
+    backend: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    options: Mapping[str, Any] | BackendOptions | None = None,
+) -> list[Checkpoint]:
+    """The checkpoints this library made on ``backend`` (any client's), newest first.
+
+    Raises :class:`CapabilityUnsupportedError` for a backend without checkpoints.
+    """
+    backend_cls = load_backend(backend)
+    config = SandboxConfig(backend=backend, options=options if options is not None else {})
+    found = backend_cls.list_checkpoints(validate_options(config, backend_cls))
+    wanted = dict(labels or {})
+    chosen = [item for item in found if item.matches(wanted)]
+    return sorted(chosen, key=lambda item: item.created, reverse=True)
+
+
+def delete_checkpoint(
+    checkpoint: Checkpoint | str,
+    *,
+    backend: str | None = None,
+    options: Mapping[str, Any] | BackendOptions | None = None,
+) -> None:
+    """Remove a checkpoint (a handle, or an id with ``backend``).
+
+    Raises :class:`~sandbox_runtime.errors.CheckpointNotFoundError` when it is gone already.
+    """
+    if isinstance(checkpoint, Checkpoint):
+        backend, checkpoint_id = checkpoint.backend, checkpoint.id
+    elif backend is None:
+        raise ConfigError("delete_checkpoint by id needs the backend")
+    else:
+        checkpoint_id = checkpoint
+    backend_cls = load_backend(backend)
+    config = SandboxConfig(backend=backend, options=options if options is not None else {})
+    backend_cls.delete_checkpoint(checkpoint_id, validate_options(config, backend_cls))
 
 
 def _patched_files(patch: str) -> tuple[str, ...]:

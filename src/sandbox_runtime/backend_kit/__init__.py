@@ -36,6 +36,7 @@ from sandbox_runtime._core.backend import (
     ReapedSandbox,
     SandboxInfo,
 )
+from sandbox_runtime._core.checkpoints import Checkpoint, checkpoint_labels
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.ownership import LABEL_PREFIX, MANAGED, make_labels, why_reapable
@@ -63,6 +64,7 @@ __all__ = [
     "Backend",
     "BackendOptions",
     "Capability",
+    "Checkpoint",
     "ExecRequest",
     "ExecResult",
     "FileInfo",
@@ -75,6 +77,7 @@ __all__ = [
     "SandboxInfo",
     "call_with_retries",
     "check_cwd",
+    "checkpoint_labels",
     "extract_archive",
     "kill_group_script",
     "limiter_for",

@@ -41,14 +41,19 @@ from sandbox_runtime import (
     list_sandboxes,
     load_backend,
 )
+from sandbox_runtime.backend_kit.testing.checkpoints import CheckpointConformance
 
 __all__ = ["SandboxConformance"]
 
 _GIT = "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 
 
-class SandboxConformance:
-    """Mixin of conformance tests; subclasses provide a ``sandbox_config`` fixture."""
+class SandboxConformance(CheckpointConformance):
+    """Mixin of conformance tests; subclasses provide a ``sandbox_config`` fixture.
+
+    The checkpoint, fork and pause tests with the determinism canary come from
+    :class:`~sandbox_runtime.backend_kit.testing.checkpoints.CheckpointConformance`.
+    """
 
     #: False for backends whose commands see host paths (``local`` without namespaces).
     shares_absolute_paths: ClassVar[bool] = True

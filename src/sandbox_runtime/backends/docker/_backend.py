@@ -26,6 +26,7 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from sandbox_runtime.backend_kit import (
@@ -36,6 +37,7 @@ from sandbox_runtime.backend_kit import (
     Backend,
     BackendOptions,
     Capability,
+    Checkpoint,
     ExecRequest,
     ExecResult,
     ReapedSandbox,
@@ -43,6 +45,7 @@ from sandbox_runtime.backend_kit import (
     SandboxInfo,
     call_with_retries,
     check_cwd,
+    checkpoint_labels,
     kill_group_script,
     make_labels,
     new_token,
@@ -66,6 +69,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
+from . import _checkpoints
 from ._client import (
     docker,
     engine_client,
@@ -100,6 +104,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             Capability.ENGINE_IMAGES,
             Capability.RECONNECT,
             Capability.STREAMING,
+            Capability.CHECKPOINT_FILESYSTEM,
+            Capability.FORK,
+            Capability.PAUSE,
         }
     )
     # A burst of hundreds of creates makes dockerd time out; 64 at once on a 2-core host
@@ -389,6 +396,74 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             return False
         return bool(state.get("Running")) and not state.get("Paused")
 
+    # -- checkpoints, forks, pause (docs/checkpoints.md) ----------------------------------
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        """``docker commit`` of the container (paused while it runs): files, not memory."""
+        stored = checkpoint_labels(
+            source_id=self._container_id(),
+            kind="filesystem",
+            lifetime=lifetime,
+            run_id=self.config.run_id,
+            labels=labels,
+            workdir=self.config.workdir,
+        )
+        stored[_BACKEND_LABEL] = self.name
+        return _checkpoints.commit(self._api, self._container_id(), stored)
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Start a container of the checkpoint's image (the agent too, as for any start)."""
+        self.config = self.config.model_copy(update={"image": checkpoint.id})
+        self.start()
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Start a container of the checkpoint's image, then remove the current one.
+
+        The sandbox's id changes to the new container's; its processes end with the old
+        container.  If the new container cannot start, the old one stays in place.
+        """
+        old = (self._container, self._agent, self._name, self.config, self._agent_dir)
+        self._container, self._agent = None, None
+        self._name = _NAME_PREFIX + uuid.uuid4().hex[:16]
+        # A fresh agent directory: the image holds the old one, whose starter would run at
+        # once, before the new token is there, and give up.
+        self._agent_dir = agent_directory()
+        try:
+            self.start_from_checkpoint(checkpoint)
+        except BaseException:
+            self._container, self._agent, self._name, self.config, self._agent_dir = old
+            raise
+        replaced, replaced_agent = old[0], old[1]
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            self._api.remove_container(replaced, force=True, v=True)
+        if replaced_agent is not None:
+            replaced_agent.close()
+
+    def pause(self) -> None:
+        """The engine's pause (the cgroup freezer): processes keep their memory."""
+        try:
+            self._api.pause(self._container_id())
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise self._translate(exc, "pause") from exc
+
+    def resume(self) -> None:
+        """The engine's unpause."""
+        try:
+            self._api.unpause(self._container_id())
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise self._translate(exc, "unpause") from exc
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """Checkpoint images of this library on the engine."""
+        api = engine_client(cls.coerce_options(options))
+        return _checkpoints.listing(api, _BACKEND_LABEL, cls.name)
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        """Remove a checkpoint image (refused while a running sandbox uses it)."""
+        _checkpoints.delete(engine_client(cls.coerce_options(options)), checkpoint_id)
+
     # -- commands ------------------------------------------------------------------------
 
     def _container_id(self) -> str:
@@ -563,4 +638,5 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
                     raise BackendError(
                         f"cannot remove {container_id[:12]}: {explain(exc)}"
                     ) from exc
+        reaped += _checkpoints.reap(api, _BACKEND_LABEL, cls.name, dry_run)
         return reaped

@@ -39,8 +39,10 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ from sandbox_runtime.backend_kit import (
     Backend,
     BackendOptions,
     Capability,
+    Checkpoint,
     ExecRequest,
     ExecResult,
     FileInfo,
@@ -57,6 +60,7 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    checkpoint_labels,
     extract_archive,
     make_labels,
     new_token,
@@ -67,6 +71,7 @@ from sandbox_runtime.backend_kit import (
 )
 from sandbox_runtime.errors import (
     BackendUnavailableError,
+    CheckpointNotFoundError,
     ConfigError,
     PathEscapeError,
     SandboxError,
@@ -78,9 +83,10 @@ from sandbox_runtime.errors import (
     SandboxStartError,
 )
 
+from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
-from ._process import kill_marked, run_process
+from ._process import continue_marked, kill_marked, run_process, stop_marked
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
@@ -207,6 +213,9 @@ class LocalBackend(Backend[LocalOptions]):
             Capability.SHARED_HOST_FILESYSTEM,
             Capability.RECONNECT,
             Capability.STREAMING,
+            Capability.CHECKPOINT_FILESYSTEM,
+            Capability.FORK,
+            Capability.PAUSE,
         }
     )
 
@@ -224,6 +233,10 @@ class LocalBackend(Backend[LocalOptions]):
         # Markers killed by kill_marked: a command whose bubblewrap setup failed is not
         # started again once its marker was killed (see Bubblewrap.run).
         self._killed_markers: set[str] = set()
+        # start_from_checkpoint: the checkpoint directory standing in for the template.
+        self._from_checkpoint: Path | None = None
+        self._paused_pids: set[int] = set()
+        self._cleanups: list[threading.Thread] = []
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -275,7 +288,9 @@ class LocalBackend(Backend[LocalOptions]):
                 workdir=self.config.workdir,
             )
             _write_meta(self._home, {"id": self._id, "labels": labels})
-            if template is not None:
+            if self._from_checkpoint is not None:
+                _checkpoints.copy_tree(self._from_checkpoint / "root", self._root)
+            elif template is not None:
                 shutil.copytree(template, self._root, symlinks=True)
             else:
                 self._root.mkdir()
@@ -288,7 +303,9 @@ class LocalBackend(Backend[LocalOptions]):
             if self.options.isolation == "namespace":
                 for mount_point in ("dev", "proc"):
                     (self._root / mount_point).mkdir(exist_ok=True)
-                self._host_entries = Bubblewrap.host_entries(self._root)
+                self._host_entries = self._checkpoint_entries() or Bubblewrap.host_entries(
+                    self._root
+                )
                 (self._home / _HOST_ENTRIES).write_text(
                     json.dumps(self._host_entries), encoding="utf-8"
                 )
@@ -308,11 +325,29 @@ class LocalBackend(Backend[LocalOptions]):
                 start_new_session=True,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             )
-        except (OSError, shutil.Error) as exc:
+        except (OSError, shutil.Error, SandboxError) as exc:
             _remove_tree(self._home)
             raise SandboxStartError(f"cannot create local sandbox in {self._home}: {exc}") from exc
 
+    def _checkpoint_entries(self) -> list[tuple[str, str | None]] | None:
+        """The host entries bound by the sandbox a checkpoint was taken of, if any.
+
+        Its stand-ins are in the copied root, so computing them afresh would take them for
+        the sandbox's own directories.
+        """
+        if self._from_checkpoint is None:
+            return None
+        try:
+            saved = json.loads(
+                (self._from_checkpoint / _checkpoints.HOST_ENTRIES).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            return None
+        return [(str(name), target) for name, target in saved]
+
     def _template(self) -> Path | None:
+        if self._from_checkpoint is not None:
+            return None
         if self.config.image is None:
             return None
         template = Path(self.config.image)
@@ -339,6 +374,8 @@ class LocalBackend(Backend[LocalOptions]):
         else:  # attached: the watchdog belongs to the process that started the sandbox
             _kill_watchdog(self._marker)
         kill_marked(self._marker)
+        for cleanup in self._cleanups:
+            cleanup.join()
         _remove_tree(self._home)
 
     def attach(self, sandbox_id: str) -> None:
@@ -370,6 +407,84 @@ class LocalBackend(Backend[LocalOptions]):
     def _alive_or_raise(self) -> None:
         if not self.is_alive():
             raise SandboxGoneError(f"local sandbox {self._id} is gone")
+
+    # -- checkpoints, forks, pause (docs/checkpoints.md) ----------------------------------
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        """Copy the sandbox's root (reflinked where the filesystem can) under ``base_dir``.
+
+        Commands running meanwhile may change files during the copy: pause first for a
+        consistent copy of a sandbox that has background commands.
+        """
+        self._alive_or_raise()
+        stored = checkpoint_labels(
+            source_id=self._id,
+            kind="filesystem",
+            lifetime=lifetime,
+            run_id=self.config.run_id,
+            labels=labels,
+            workdir=self.config.workdir,
+        )
+        entries = self._home / _HOST_ENTRIES
+        try:
+            return _checkpoints.save(self._base, self._root, stored, entries, _remove_tree)
+        except OSError as exc:
+            raise SandboxError(f"cannot checkpoint local sandbox {self._id}: {exc}") from exc
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Kill the sandbox's processes, then replace its root by the checkpoint's copy.
+
+        The root keeps its path (``bwrap`` binds it by path), so the sandbox is the same.
+        """
+        self._alive_or_raise()
+        source = _checkpoints.checkpoint_home(self._base, checkpoint.id) / "root"
+        if not source.is_dir():
+            raise CheckpointNotFoundError(f"no local checkpoint {checkpoint.id!r} in {self._base}")
+        if self._paused_pids:
+            self.resume()
+        kill_marked(self._marker)
+        staged = self._home / f"root.rollback-{uuid.uuid4().hex[:8]}"
+        _checkpoints.copy_tree(source, staged)
+        retired = self._home / f"root.retired-{uuid.uuid4().hex[:8]}"
+        os.rename(self._root, retired)
+        os.rename(staged, self._root)
+        self._real_root = os.path.realpath(self._root)
+        # Off the caller's path: removing 10,000 files can cost more than copying them.
+        # ``stop`` waits for it; a killed client leaves it inside the home reap removes.
+        remover = threading.Thread(
+            target=_remove_tree, args=(retired,), name="local-rollback-cleanup", daemon=True
+        )
+        remover.start()
+        self._cleanups.append(remover)
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Start with the checkpoint's copy as the root instead of the template's."""
+        home = _checkpoints.checkpoint_home(self._base, checkpoint.id)
+        if not (home / "root").is_dir():
+            raise CheckpointNotFoundError(f"no local checkpoint {checkpoint.id!r} in {self._base}")
+        self._from_checkpoint = home
+        self.start()
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the sandbox (those carrying its marker)."""
+        self._alive_or_raise()
+        self._paused_pids = stop_marked(self._marker)
+
+    def resume(self) -> None:
+        """SIGCONT the processes :meth:`pause` stopped, and any other of the sandbox's."""
+        continue_marked(self._marker, self._paused_pids)
+        self._paused_pids = set()
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """Complete checkpoint directories under ``base_dir``."""
+        return _checkpoints.listing(cls.coerce_options(options).base_dir or _default_base_dir())
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        """Remove one checkpoint directory."""
+        base = cls.coerce_options(options).base_dir or _default_base_dir()
+        _checkpoints.delete(base, checkpoint_id, _remove_tree)
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -709,4 +824,5 @@ class LocalBackend(Backend[LocalOptions]):
                 kill_marked(marker)
                 _remove_tree(home)
                 logger.info("reaped local sandbox %s (%s)", sandbox_id, reason)
+        reaped += _checkpoints.reap(base, dry_run, _remove_tree, _RECORD_GRACE_S)
         return reaped

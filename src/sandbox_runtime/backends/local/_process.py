@@ -124,6 +124,39 @@ def kill_marked(marker: str) -> int:
     return len(carriers)
 
 
+def stop_marked(marker: str) -> set[int]:
+    """SIGSTOP every process whose environment holds ``marker`` (a local sandbox's pause).
+
+    The same repeated scans as :func:`kill_marked`, so a process caught mid-``execve`` or
+    forked during the scan is stopped too.  Returns the stopped pids, for :func:`continue_pids`.
+    """
+    wanted = marker.encode()
+    carriers: set[int] = set()
+    for attempt in range(_KILL_PASSES):
+        stopped, unsure = _stop_marked(wanted, carriers)
+        if not (stopped or unsure):
+            break
+        time.sleep(_KILL_PASS_GAP * (attempt + 1))
+    return carriers
+
+
+def continue_marked(marker: str, also: set[int]) -> None:
+    """SIGCONT the pids in ``also`` and every process still carrying ``marker`` (resume)."""
+    wanted = marker.encode()
+    pids = set(also)
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    if wanted in handle.read().split(b"\0"):
+                        pids.add(int(name))
+            except OSError:
+                continue
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def _stop_marked(wanted: bytes, carriers: set[int]) -> tuple[int, int]:
     """One scan: SIGSTOP each carrier not yet in ``carriers`` and add it there.
 
