@@ -44,7 +44,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sandbox_runtime.backend_kit import (
     TOKEN_VAR,
@@ -87,13 +86,13 @@ from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
 from ._process import continue_marked, kill_marked, run_process, stop_marked
+from ._records import read_meta, write_meta
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
 logger = logging.getLogger("sandbox_runtime.local")
 
 _MARKER_VAR = "SANDBOX_RUNTIME_ID"
-_META = "meta.json"
 #: Seconds a sandbox directory may lack its record before reap takes it for an interrupted start.
 _RECORD_GRACE_S = 30.0
 # Namespace isolation: the host's top-level entries bound into the sandbox's root, decided
@@ -153,24 +152,6 @@ def _kill_watchdog(marker: str) -> None:
         if len(argv) > 5 and argv[3] == b"watchdog" and argv[5] == marker.encode():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(entry), signal.SIGKILL)
-
-
-def _read_meta(home: Path) -> dict[str, Any] | None:
-    """A sandbox directory's ownership record, or ``None`` when it has none (yet)."""
-    try:
-        meta = json.loads((home / _META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("labels"), dict):
-        return None
-    return meta
-
-
-def _write_meta(home: Path, meta: dict[str, Any]) -> None:
-    """Write the ownership record whole or not at all (a kill mid-write leaves no half record)."""
-    partial = home / f".{_META}.partial"
-    partial.write_text(json.dumps(meta), encoding="utf-8")
-    os.replace(partial, home / _META)
 
 
 def _interrupted_before_record(home: Path) -> bool:
@@ -287,7 +268,7 @@ class LocalBackend(Backend[LocalOptions]):
                 extra=self.config.labels,
                 workdir=self.config.workdir,
             )
-            _write_meta(self._home, {"id": self._id, "labels": labels})
+            write_meta(self._home, {"id": self._id, "labels": labels})
             if self._from_checkpoint is not None:
                 _checkpoints.copy_tree(self._from_checkpoint / "root", self._root)
             elif template is not None:
@@ -381,7 +362,7 @@ class LocalBackend(Backend[LocalOptions]):
     def attach(self, sandbox_id: str) -> None:
         """Take over a sandbox directory of this library (same ``base_dir``) by id."""
         home = self._base / f"sbx-{sandbox_id.removeprefix('local-')}"
-        meta = _read_meta(home)
+        meta = read_meta(home)
         if meta is None or meta.get("id") != sandbox_id:
             raise SandboxGoneError(f"no local sandbox {sandbox_id!r} in {self._base}")
         if not (home / "root").is_dir():
@@ -395,7 +376,7 @@ class LocalBackend(Backend[LocalOptions]):
         base = cls.coerce_options(options).base_dir or _default_base_dir()
         found = []
         for home in sorted(base.glob("sbx-*")) if base.is_dir() else []:
-            meta = _read_meta(home)
+            meta = read_meta(home)
             if meta is not None and (home / "root").is_dir():
                 found.append(SandboxInfo.from_labels(cls.name, str(meta["id"]), meta["labels"]))
         return found
@@ -806,7 +787,7 @@ class LocalBackend(Backend[LocalOptions]):
         if not base.is_dir():
             return reaped
         for home in sorted(base.glob("sbx-*")):
-            meta = _read_meta(home)
+            meta = read_meta(home)
             if meta is None:
                 if not _interrupted_before_record(home):
                     continue  # a start in progress: its record is about to appear

@@ -12,7 +12,6 @@ root's stand-ins show, which a sandbox started from the checkpoint binds the sam
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -20,10 +19,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from sandbox_runtime.backend_kit import Checkpoint, ReapedSandbox, why_reapable
 from sandbox_runtime.errors import BackendError, CheckpointNotFoundError
+
+from ._records import read_meta, write_meta
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -38,7 +38,6 @@ __all__ = [
 
 CHECKPOINT_PREFIX = "local-ckpt-"
 HOST_ENTRIES = "host-entries.json"
-_META = "meta.json"
 
 
 def checkpoint_home(base: Path, checkpoint_id: str) -> Path:
@@ -69,16 +68,6 @@ def copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, symlinks=True)
 
 
-def _read_meta(home: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads((home / _META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("labels"), dict):
-        return None
-    return meta
-
-
 def save(
     base: Path,
     root: Path,
@@ -91,9 +80,7 @@ def save(
     home = checkpoint_home(base, checkpoint_id)
     home.mkdir(mode=0o700, parents=True)
     try:
-        (home / _META).write_text(
-            json.dumps({"id": checkpoint_id, "labels": labels}), encoding="utf-8"
-        )
+        write_meta(home, {"id": checkpoint_id, "labels": labels})
         if host_entries is not None and host_entries.is_file():
             shutil.copyfile(host_entries, home / HOST_ENTRIES)
         copy_tree(root, home / "root")
@@ -107,7 +94,7 @@ def listing(base: Path) -> list[Checkpoint]:
     """The complete checkpoints under ``base`` (their copy finished)."""
     found = []
     for home in sorted(base.glob("ckpt-*")) if base.is_dir() else []:
-        meta = _read_meta(home)
+        meta = read_meta(home)
         if meta is not None and (home / "root").is_dir():
             found.append(Checkpoint.from_labels("local", str(meta["id"]), meta["labels"]))
     return found
@@ -116,7 +103,7 @@ def listing(base: Path) -> list[Checkpoint]:
 def delete(base: Path, checkpoint_id: str, remove_tree: Callable[[Path], None]) -> None:
     """Remove one checkpoint; a missing one is :class:`CheckpointNotFoundError`."""
     home = checkpoint_home(base, checkpoint_id)
-    if _read_meta(home) is None:
+    if read_meta(home) is None:
         raise CheckpointNotFoundError(f"no local checkpoint {checkpoint_id!r} in {base}")
     remove_tree(home)
 
@@ -127,7 +114,7 @@ def reap(
     """Remove checkpoints that expired or whose owner died (reasons start ``checkpoint:``)."""
     reaped: list[ReapedSandbox] = []
     for home in sorted(base.glob("ckpt-*")) if base.is_dir() else []:
-        meta = _read_meta(home)
+        meta = read_meta(home)
         checkpoint_id = CHECKPOINT_PREFIX + home.name.removeprefix("ckpt-")
         reason: str | None
         if meta is None:

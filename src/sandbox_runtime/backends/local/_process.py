@@ -109,13 +109,7 @@ def kill_marked(marker: str) -> int:
     environment until the new program's stack is set up.  So scans repeat, a few
     milliseconds apart, while the last one found a carrier or saw such a process.
     """
-    wanted = marker.encode()
-    carriers: set[int] = set()
-    for attempt in range(_KILL_PASSES):
-        stopped, unsure = _stop_marked(wanted, carriers)
-        if not (stopped or unsure):
-            break
-        time.sleep(_KILL_PASS_GAP * (attempt + 1))
+    carriers = stop_marked(marker)
     for pid in carriers:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
