@@ -16,6 +16,7 @@ import pytest
 
 from sandbox_runtime._envd.agent import _agent_zip
 from sandbox_runtime._envd.client import EnvdClient, EnvdUnauthorized
+from tests.conftest import require
 
 # Each running command holds four of the agent's descriptors: 256 would allow about 60.
 SOFT_LIMIT = 256
@@ -32,7 +33,7 @@ def agent(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], EnvdClient,
     """The agent started as its start script starts it, with a soft open-file limit of 256."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 4 * COMMANDS + 100:
-        pytest.skip(f"the hard open-file limit here ({hard}) is below what the test needs")
+        require(f"the hard open-file limit here ({hard}) is below what the test needs")
     (tmp_path / "agent.zip").write_bytes(_agent_zip())
     token = secrets.token_urlsafe(24)
     token_file = tmp_path / "agent.token"
