@@ -40,7 +40,6 @@ import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -86,15 +85,13 @@ from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
 from ._process import continue_marked, kill_marked, run_process, stop_marked
-from ._records import read_meta, write_meta
+from ._records import abandoned_without_record, read_meta, write_meta
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
 logger = logging.getLogger("sandbox_runtime.local")
 
 _MARKER_VAR = "SANDBOX_RUNTIME_ID"
-#: Seconds a sandbox directory may lack its record before reap takes it for an interrupted start.
-_RECORD_GRACE_S = 30.0
 # Namespace isolation: the host's top-level entries bound into the sandbox's root, decided
 # once at start (the stand-ins made for them then sit in the root like the sandbox's own).
 _HOST_ENTRIES = "host-entries.json"
@@ -152,19 +149,6 @@ def _kill_watchdog(marker: str) -> None:
         if len(argv) > 5 and argv[3] == b"watchdog" and argv[5] == marker.encode():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(entry), signal.SIGKILL)
-
-
-def _interrupted_before_record(home: Path) -> bool:
-    """True for a directory whose start was killed between its ``mkdir`` and its record.
-
-    A live start writes the record microseconds after making the directory, so a directory
-    still without one after :data:`_RECORD_GRACE_S` has no owner left to finish it.
-    """
-    try:
-        age = time.time() - home.stat().st_mtime
-    except OSError:
-        return False
-    return age > _RECORD_GRACE_S
 
 
 def _remove_tree(path: Path) -> None:
@@ -789,7 +773,7 @@ class LocalBackend(Backend[LocalOptions]):
         for home in sorted(base.glob("sbx-*")):
             meta = read_meta(home)
             if meta is None:
-                if not _interrupted_before_record(home):
+                if not abandoned_without_record(home):
                     continue  # a start in progress: its record is about to appear
                 reason: str | None = "start interrupted before its ownership record was written"
                 meta = {"id": "local-" + home.name.removeprefix("sbx-")}
@@ -805,5 +789,5 @@ class LocalBackend(Backend[LocalOptions]):
                 kill_marked(marker)
                 _remove_tree(home)
                 logger.info("reaped local sandbox %s (%s)", sandbox_id, reason)
-        reaped += _checkpoints.reap(base, dry_run, _remove_tree, _RECORD_GRACE_S)
+        reaped += _checkpoints.reap(base, dry_run, _remove_tree)
         return reaped

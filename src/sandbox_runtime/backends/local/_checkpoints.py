@@ -11,11 +11,8 @@ root's stand-ins show, which a sandbox started from the checkpoint binds the sam
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +20,7 @@ from pathlib import Path
 from sandbox_runtime.backend_kit import Checkpoint, ReapedSandbox, why_reapable
 from sandbox_runtime.errors import BackendError, CheckpointNotFoundError
 
-from ._records import read_meta, write_meta
+from ._records import abandoned_without_record, read_meta, write_meta
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -108,9 +105,7 @@ def delete(base: Path, checkpoint_id: str, remove_tree: Callable[[Path], None]) 
     remove_tree(home)
 
 
-def reap(
-    base: Path, dry_run: bool, remove_tree: Callable[[Path], None], grace_s: float
-) -> list[ReapedSandbox]:
+def reap(base: Path, dry_run: bool, remove_tree: Callable[[Path], None]) -> list[ReapedSandbox]:
     """Remove checkpoints that expired or whose owner died (reasons start ``checkpoint:``)."""
     reaped: list[ReapedSandbox] = []
     for home in sorted(base.glob("ckpt-*")) if base.is_dir() else []:
@@ -118,10 +113,7 @@ def reap(
         checkpoint_id = CHECKPOINT_PREFIX + home.name.removeprefix("ckpt-")
         reason: str | None
         if meta is None:
-            age = 0.0
-            with contextlib.suppress(OSError):
-                age = os.path.getmtime(home)
-            reason = "record missing" if age and _older_than(age, grace_s) else None
+            reason = "record missing" if abandoned_without_record(home) else None
         else:
             reason = why_reapable(meta["labels"])
         if reason is None:
@@ -130,7 +122,3 @@ def reap(
         if not dry_run:
             remove_tree(home)
     return reaped
-
-
-def _older_than(mtime: float, seconds: float) -> bool:
-    return time.time() - mtime > seconds
