@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sandbox_runtime import SandboxGoneError, SandboxRuntime
-from sandbox_runtime.backends.ags._e2b_api import E2bApi
+from sandbox_runtime.backend_kit.agent import E2bApi
 from sandbox_runtime.backends.ags._options import AgsOptions, cloud_client, e2b_api
 from sandbox_runtime_emulators.ags.server import AgsEmulator
 

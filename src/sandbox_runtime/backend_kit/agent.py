@@ -9,7 +9,8 @@ the sandbox after start through an :class:`AgentLink`, and mixing
 :class:`AgentRouting` in before :class:`~sandbox_runtime.backend_kit.Backend` (its own
 primitives renamed ``_native_*``); a backend that can start :func:`restart_command`
 detached also lets a lost agent come back.  A service that speaks envd itself (AGS, e2b) is driven
-with :class:`EnvdClient` and :class:`EnvdCommands` directly.  Needs ``httpx``.
+with :class:`EnvdClient` and :class:`EnvdCommands` directly, and its control plane with
+:class:`E2bApi` (which checkpoint routes a service has: :func:`discover`).  Needs ``httpx``.
 """
 
 from sandbox_runtime._envd.agent import (
@@ -30,19 +31,28 @@ from sandbox_runtime._envd.client import (
     shared_tls_context,
 )
 from sandbox_runtime._envd.commands import EnvdCommands
+from sandbox_runtime._envd.e2b_control import E2bApi, E2bApiError, ForkCopy, SandboxGrant
+from sandbox_runtime._envd.e2b_features import ServiceFeatures, discover, forget_discoveries
 
 __all__ = [
     "ENVD_PORT",
     "AgentLink",
     "AgentMode",
     "AgentRouting",
+    "E2bApi",
+    "E2bApiError",
     "EnvdClient",
     "EnvdCommands",
     "EnvdError",
     "EnvdUnauthorized",
+    "ForkCopy",
+    "SandboxGrant",
+    "ServiceFeatures",
     "agent_archive",
     "agent_directory",
+    "discover",
     "fallback_directory",
+    "forget_discoveries",
     "launch_command",
     "restart_command",
     "shared_tls_context",

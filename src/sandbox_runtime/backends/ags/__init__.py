@@ -2,7 +2,8 @@
 
 Registered as the ``ags`` entry point; needs ``pip install 'sandbox-runtime-swe[ags]'``.
 Modules: ``_options`` (:class:`AgsOptions`), ``_cloud`` (the typed Cloud API client every
-AGS caller shares), ``_e2b_api`` (the E2B-compatible REST control plane), ``_mapping`` (the
+AGS caller shares; the E2B-compatible REST control plane is the core's, shared with the
+``e2b`` backend: ``backend_kit.agent.E2bApi``), ``_mapping`` (the
 image -> tool file), ``_environment`` (the variables AGS users export), ``_reaper`` and
 ``_backend`` (:class:`AgsBackend`; commands and files through envd's protocol, no e2b SDK
 needed: any release may be installed beside, or none).  ``manage`` is the tool management

@@ -10,7 +10,7 @@ Control plane, either of:
     serves many images.
 ``e2b``
     The E2B-compatible REST API with an ``ark_`` key (``POST /sandboxes`` with the tool as
-    template), through :mod:`.e2b_api`.
+    template), through :mod:`sandbox_runtime._envd.e2b_control`.
 
 Which tool: ``tool_name``/``tool_id``, or, with ``tool_mapping`` (a file written by
 ``sandbox-runtime ags sync``), the tool that serves ``SandboxConfig.image``, looked up in that
@@ -55,10 +55,13 @@ from sandbox_runtime.backend_kit import (
 )
 from sandbox_runtime.backend_kit.agent import (
     ENVD_PORT,
+    E2bApi,
+    E2bApiError,
     EnvdClient,
     EnvdCommands,
     EnvdError,
     EnvdUnauthorized,
+    SandboxGrant,
 )
 from sandbox_runtime.errors import (
     BackendError,
@@ -73,7 +76,6 @@ from sandbox_runtime.errors import (
 )
 
 from ._cloud import AgsApiError, AgsCloudClient, redact
-from ._e2b_api import E2bApi, E2bApiError, SandboxGrant
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
 from ._reaper import live_instances, reap_instances

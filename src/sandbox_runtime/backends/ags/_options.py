@@ -18,10 +18,10 @@ from sandbox_runtime.backend_kit import (
     BackendOptions,
     limiter_for,
 )
+from sandbox_runtime.backend_kit.agent import E2bApi
 from sandbox_runtime.errors import ConfigError
 
 from ._cloud import AgsCloudClient
-from ._e2b_api import E2bApi
 from ._environment import fill_from_environment
 
 __all__ = ["AgsOptions", "cloud_client", "e2b_api"]

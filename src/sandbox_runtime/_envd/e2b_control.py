@@ -1,10 +1,17 @@
-"""The E2B-compatible REST API of AGS (the control plane of an ``ark_`` API key), over httpx.
+"""The e2b control plane (REST, ``X-API-KEY``), over httpx: any e2b-protocol service.
 
-Five calls: create a sandbox from a tool (``POST /sandboxes``), read one (``GET
+Shared by the ``ags`` backend (AGS's E2B-compatible API with an ``ark_`` key) and the ``e2b``
+backend (e2b itself, or any service speaking its protocol), so it lives in the core layer and
+backends reach it through :mod:`sandbox_runtime.backend_kit.agent`.
+
+Calls: create a sandbox from a template (``POST /sandboxes``), read one (``GET
 /sandboxes/{id}``, which also hands out its envd token), list running ones by metadata
-(``GET /v2/sandboxes``, paged by ``x-next-token``), extend a lifetime and kill one.  Written
-here rather than through the e2b SDK so that the backend works beside any e2b release (the
-SDK's key checks, routes and models changed between 2.15 and 2.63).
+(``GET /v2/sandboxes``, paged by ``x-next-token``), kill one; and the checkpoint routes of
+e2b's current SDK (2.63): pause, connect (which resumes a paused sandbox), snapshots (create,
+list, delete through ``DELETE /templates/{id}``) and fork.  Whether a service has the
+checkpoint routes is found out by asking it (:mod:`.e2b_features`), never from its name.
+Written here rather than through the e2b SDK so that the backends work beside any e2b release
+(the SDK's key checks, routes and models changed between 2.15 and 2.63).
 
 Retries: reads, kills and timeouts are idempotent and retried on connection errors, 429 and
 5xx; a create is retried only on answers that say nothing was done (429, 503), because a
@@ -22,18 +29,13 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import SecretStr
 
-from sandbox_runtime.backend_kit import (
-    RateLimiter,
-    RetryPolicy,
-    call_with_retries,
-    retry_after_seconds,
-)
-from sandbox_runtime.backend_kit.agent import (
-    shared_tls_context,
-)
+from sandbox_runtime._core.ratelimit import RateLimiter
+from sandbox_runtime._core.retry import RetryPolicy, call_with_retries, retry_after_seconds
 from sandbox_runtime.errors import BackendError, BackendUnavailableError
 
-__all__ = ["E2bApi", "E2bApiError", "SandboxGrant"]
+from .client import shared_tls_context
+
+__all__ = ["E2bApi", "E2bApiError", "ForkCopy", "SandboxGrant"]
 
 _PAGE = 100
 
@@ -59,6 +61,15 @@ class SandboxGrant:
     domain: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ForkCopy:
+    """One copy of a fork: its grant, or the service's error for that copy alone."""
+
+    grant: SandboxGrant | None
+    error: str | None
+    status: int | None = None
+
+
 class E2bApi:
     """One API key's view of the E2B-compatible API; thread-safe."""
 
@@ -69,8 +80,11 @@ class E2bApi:
         *,
         request_timeout: float,
         limiter: RateLimiter | None = None,
+        service: str = "AGS E2B API",
     ) -> None:
         self._key = api_key
+        self._service = service
+        self.api_url = api_url.rstrip("/")
         self._limiter = limiter
         self._client = httpx.Client(
             base_url=api_url.rstrip("/"), timeout=request_timeout, verify=shared_tls_context()
@@ -116,13 +130,13 @@ class E2bApi:
             return call_with_retries(
                 once,
                 retryable,
-                description=f"AGS e2b {method} {path.split('?')[0]}",
+                description=f"{self._service} {method} {path.split('?')[0]}",
                 policy=self._policy,
                 retry_after=lambda exc: exc.retry_after if isinstance(exc, E2bApiError) else None,
                 limiter=self._limiter,
             )
         except httpx.ConnectError as exc:
-            raise BackendUnavailableError(f"cannot reach the AGS E2B API: {exc}") from exc
+            raise BackendUnavailableError(f"cannot reach the {self._service}: {exc}") from exc
         except httpx.TransportError as exc:
             # Sent, then the connection broke: the call may have been done.
             raise E2bApiError(
@@ -135,11 +149,11 @@ class E2bApi:
             detail = str(response.json().get("message", ""))
         except ValueError:
             detail = response.text[:200]
-        message = f"{what}: the AGS E2B API answered {response.status_code}" + (
+        message = f"{what}: the {self._service} answered {response.status_code}" + (
             f" ({detail})" if detail else ""
         )
         if response.status_code in (401, 403):
-            raise BackendUnavailableError(f"the AGS API key was refused: {message}")
+            raise BackendUnavailableError(f"the API key of the {self._service} was refused: {message}")
         return E2bApiError(
             message,
             status=response.status_code,
@@ -192,3 +206,80 @@ class E2bApi:
             "DELETE", f"/sandboxes/{sandbox_id}", idempotent=True, ok=(200, 204, 404)
         )
         return response.status_code != 404
+
+    # -- checkpoint routes (e2b 2.63's SDK calls them this way) ------------------------------
+
+    def pause(self, sandbox_id: str, *, memory: bool | None = None) -> bool:
+        """Pause a running sandbox; ``False`` when it was paused already (409)."""
+        body: dict[str, Any] = {} if memory is None else {"memory": memory}
+        response = self._call(
+            "POST", f"/sandboxes/{sandbox_id}/pause", body=body, idempotent=True, ok=(204, 409)
+        )
+        return response.status_code != 409
+
+    def connect(self, sandbox_id: str, *, timeout: int | None = None) -> SandboxGrant:
+        """Connect to a sandbox, resuming it when paused (``POST /v2/sandboxes/{id}/connect``)."""
+        body: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        response = self._call(
+            "POST", f"/v2/sandboxes/{sandbox_id}/connect", body=body, idempotent=True
+        )
+        return self._grant(response.json())
+
+    def create_snapshot(self, sandbox_id: str, *, name: str | None = None) -> str:
+        """Snapshot a sandbox (it outlives the sandbox); the snapshot's id."""
+        body: dict[str, Any] = {} if name is None else {"name": name}
+        response = self._call(
+            "POST", f"/sandboxes/{sandbox_id}/snapshots", body=body, idempotent=False
+        )
+        return str(response.json()["snapshotID"])
+
+    def list_snapshots(self, *, sandbox_id: str | None = None) -> list[tuple[str, list[str]]]:
+        """``(snapshot id, names)`` of every snapshot the key sees (of one sandbox, if given)."""
+        found: list[tuple[str, list[str]]] = []
+        token = ""
+        while True:
+            query: dict[str, Any] = {"limit": _PAGE}
+            if sandbox_id:
+                query["sandboxID"] = sandbox_id
+            if token:
+                query["nextToken"] = token
+            response = self._call("GET", f"/snapshots?{urlencode(query)}", idempotent=True)
+            for item in response.json() or []:
+                found.append((str(item["snapshotID"]), [str(n) for n in item.get("names") or []]))
+            token = response.headers.get("x-next-token", "")
+            if not token:
+                return found
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        """Delete a snapshot (e2b's snapshots are templates); ``False`` when there was none."""
+        response = self._call(
+            "DELETE", f"/templates/{snapshot_id}", idempotent=True, ok=(200, 204, 404)
+        )
+        return response.status_code != 404
+
+    def fork(self, sandbox_id: str, count: int, *, timeout: int | None = None) -> list[ForkCopy]:
+        """``count`` copies of a running sandbox, each started or failed on its own."""
+        body: dict[str, Any] = {"count": count}
+        if timeout is not None:
+            body["timeout"] = timeout
+        response = self._call("POST", f"/sandboxes/{sandbox_id}/fork", body=body, idempotent=False)
+        copies: list[ForkCopy] = []
+        for item in response.json() or []:
+            error = item.get("error")
+            if item.get("sandbox") and not error:
+                copies.append(ForkCopy(self._grant(item["sandbox"]), None))
+            else:
+                detail = error or {}
+                copies.append(
+                    ForkCopy(None, str(detail.get("message") or "no sandbox"), detail.get("code"))
+                )
+        return copies
+
+    def probe(self, method: str, path: str, body: Mapping[str, Any] | None) -> httpx.Response:
+        """One request answered as it comes (no retries, no error mapping), for discovery."""
+        return self._client.request(
+            method,
+            path,
+            content=json.dumps(body).encode() if body is not None else None,
+            headers={"X-API-KEY": self._key.get_secret_value(), "Content-Type": "application/json"},
+        )
