@@ -153,7 +153,9 @@ class E2bApi:
             f" ({detail})" if detail else ""
         )
         if response.status_code in (401, 403):
-            raise BackendUnavailableError(f"the API key of the {self._service} was refused: {message}")
+            raise BackendUnavailableError(
+                f"the API key of the {self._service} was refused: {message}"
+            )
         return E2bApiError(
             message,
             status=response.status_code,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -92,15 +93,23 @@ def _probe(api: E2bApi) -> ServiceFeatures:
     )
 
 
-def discover(api: E2bApi) -> ServiceFeatures:
-    """The routes the service at ``api`` serves; probed on first use, then cached."""
+def discover(api_url: str, make_api: Callable[[], E2bApi]) -> ServiceFeatures:
+    """The routes the service at ``api_url`` serves; probed on first use, then cached.
+
+    ``make_api`` is called only when the service was not asked yet in this process.
+    """
+    key = api_url.rstrip("/")
     with _lock:
-        known = _known.get(api.api_url)
+        known = _known.get(key)
     if known is not None:
         return known
-    found = _probe(api)
+    api = make_api()
+    try:
+        found = _probe(api)
+    finally:
+        api.close()
     with _lock:
-        return _known.setdefault(api.api_url, found)
+        return _known.setdefault(key, found)
 
 
 def forget_discoveries() -> None:

@@ -61,6 +61,12 @@ def register(commands: Any, name: str = "emulator") -> None:
         metavar="USER:PASSWORD",
         help="the login that registry accepts, handed out by CreateInstanceToken (local use)",
     )
+    emulator.add_argument(
+        "--no-e2b-checkpoint-routes",
+        dest="e2b_checkpoint_routes",
+        action="store_false",
+        help="serve no e2b pause / resume / snapshot / fork routes (as an older e2b service)",
+    )
     add_fault_arguments(
         emulator,
         "sandbox_runtime_emulators.ags._faults:parse_fault_spec",
@@ -106,6 +112,7 @@ def _emulator(args: argparse.Namespace) -> int:
         local_isolation=isolation,
         tcr_domain=args.tcr_domain,
         tcr_login=login,
+        e2b_checkpoint_routes=args.e2b_checkpoint_routes,
         faults=args.fault,
         fault_seed=args.fault_seed,
         rate_limits=quotas(args.rate_limit, _realistic_quotas()),

@@ -57,9 +57,22 @@ def _error(status: int, message: str) -> E2bAnswer:
 class E2bApi:
     """Routes of the E2B REST API onto the service."""
 
-    def __init__(self, service: AgsService) -> None:
+    def __init__(self, service: AgsService, *, checkpoint_routes: bool = True) -> None:
         self.service = service
         self.checkpoints = E2bCheckpoints(service, self._sandbox)
+        #: Off: pause, resume, snapshots and fork answer as a router without them does (an
+        #: older self-hosted e2b), so clients' discovery and fallbacks can be tested.
+        self.checkpoint_routes = checkpoint_routes
+
+    def _route_off(self, method: str, path: str) -> bool:
+        if self.checkpoint_routes:
+            return False
+        if (method, path) == ("GET", "/snapshots"):
+            return True
+        if method == "DELETE" and _TEMPLATE_ROUTE.match(path):
+            return True
+        match = _SANDBOX_ROUTE.match(path)
+        return method == "POST" and match is not None and match["rest"] in _CHECKPOINT_ROUTES
 
     def operation(self, method: str, path: str) -> str:
         """A stable name for a request, for faults and the request log (``POST /sandboxes``)."""
@@ -85,6 +98,9 @@ class E2bApi:
             payload = json.loads(body) if body else {}
         except ValueError:
             return _error(400, "request body is not valid JSON")
+        if self._route_off(method, path):
+            # What kin-openapi's router (e2b's API validates requests with it) answers.
+            return _error(404, "no matching operation was found")
         try:
             if method == "POST" and path in ("/sandboxes", "/v2/sandboxes"):
                 return await self._create(payload)

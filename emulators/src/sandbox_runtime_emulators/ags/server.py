@@ -70,6 +70,7 @@ class AgsEmulator:
         fault_seed: int | None = None,
         rate_limits: Mapping[str, Quota] | Iterable[tuple[str, Quota]] = (),
         latencies: Mapping[str, float] | Iterable[tuple[str, float]] = (),
+        e2b_checkpoint_routes: bool = True,
     ) -> None:
         if host not in _LOOPBACK:
             raise ValueError(f"the emulator only listens on loopback addresses, not {host!r}")
@@ -82,6 +83,8 @@ class AgsEmulator:
             self.faults.inject_random(spec)
         #: Quotas per action (and SecretId) and latencies per action: off unless given;
         #: ``_limits.REALISTIC_QUOTAS`` holds AGS's documented figures.
+        #: Whether e2b's pause / resume / snapshot / fork routes are served (see ``_e2b``).
+        self.e2b_checkpoint_routes = e2b_checkpoint_routes
         self.api_limits = ServerLimits(rate_limits, latencies, window=True)
         self.store = Store()
         runner = RunnerSettings(backend, local_isolation=local_isolation, base_dir=base_dir)
@@ -150,7 +153,12 @@ class AgsEmulator:
         self._gateway = Gateway(self.store)
         cloud = CloudApi(self.service, (self.secret_id, self.secret_key))
         return EmulatorApp(
-            self.service, cloud, E2bApi(self.service), self._gateway, self.tcr, self.api_limits
+            self.service,
+            cloud,
+            E2bApi(self.service, checkpoint_routes=self.e2b_checkpoint_routes),
+            self._gateway,
+            self.tcr,
+            self.api_limits,
         )
 
     async def serve(self) -> None:
