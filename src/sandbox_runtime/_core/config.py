@@ -167,6 +167,10 @@ class SandboxConfig(BaseModel):
     """Per-stream output cap; beyond it the head and tail are kept around a marker."""
     run_id: str | None = None
     """Groups the sandboxes of one run (a label); defaults to one id per client process."""
+    checkpoint_paths: list[str] = Field(default_factory=list)
+    """Absolute paths a filesystem checkpoint keeps besides ``workdir``, on backends that
+    checkpoint chosen paths (``kubernetes``; ``docs/checkpoints.md``).  Everything outside
+    them is the image's: a sandbox started from the checkpoint does not have it."""
     options: dict[str, Any] | BackendOptions = Field(default_factory=dict)
     """Backend-specific options, validated by the backend's own options model.
 
@@ -191,6 +195,14 @@ class SandboxConfig(BaseModel):
     @classmethod
     def _check_workdir(cls, value: str) -> str:
         return _is_absolute_posix(value)
+
+    @field_validator("checkpoint_paths")
+    @classmethod
+    def _check_checkpoint_paths(cls, value: list[str]) -> list[str]:
+        checked = [_is_absolute_posix(path) for path in value]
+        if "/" in checked:
+            raise ValueError("'/' cannot be a checkpoint path (it cannot be restored in place)")
+        return checked
 
     @field_validator("mounts")
     @classmethod

@@ -14,7 +14,12 @@ exactly what a third-party backend would; nothing else of this package is meant 
   keeps nothing that gains privileges) and the archive writers (:func:`write_directory_archive`
   for uploads, which drops the same things; :func:`write_tree_archive` for a sandbox tree
   packed on the host, files with holes kept sparse).
-* Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``.
+* Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``;
+  the ``meta.json`` record of a directory that holds a sandbox or checkpoint
+  (:func:`read_meta`, :func:`write_meta`, :func:`abandoned_without_record`).
+* Checkpoints: :class:`Checkpoint` and :func:`checkpoint_labels`; for a backend with no
+  snapshot of its own, :class:`ArchiveCheckpointStore` (the workdir and declared paths as a
+  tar on the client's disk, restored in place or into a fresh sandbox of the same image).
 * Control planes: :func:`call_with_retries` with a :class:`RetryPolicy`, and the shared
   :class:`RateLimiter` per plane (:func:`limiter_for`).
 * Backends on backends: :func:`load_backend` and :func:`validate_options`.
@@ -28,6 +33,12 @@ backend must pass is :mod:`sandbox_runtime.backend_kit.testing`, which needs ``p
 from sandbox_runtime._core.archive import extract as extract_archive
 from sandbox_runtime._core.archive import write_directory as write_directory_archive
 from sandbox_runtime._core.archive import write_tree as write_tree_archive
+from sandbox_runtime._core.archive_checkpoints import (
+    CHECKPOINT_DIR_VAR,
+    ArchiveCheckpointStore,
+    ArchiveRecord,
+    default_checkpoint_root,
+)
 from sandbox_runtime._core.backend import (
     Availability,
     Backend,
@@ -41,6 +52,7 @@ from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.ownership import LABEL_PREFIX, MANAGED, make_labels, why_reapable
 from sandbox_runtime._core.ratelimit import RateLimiter, limiter_for
+from sandbox_runtime._core.records import abandoned_without_record, read_meta, write_meta
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult, FileInfo, FileType
 from sandbox_runtime._core.retry import RetryPolicy, call_with_retries, retry_after_seconds
@@ -56,10 +68,13 @@ from sandbox_runtime._core.shell import (
 from sandbox_runtime._core.transfer import unpack as unpack_download
 
 __all__ = [
+    "CHECKPOINT_DIR_VAR",
     "LABEL_PREFIX",
     "MANAGED",
     "TIMEOUT_EXIT_CODE",
     "TOKEN_VAR",
+    "ArchiveCheckpointStore",
+    "ArchiveRecord",
     "Availability",
     "Backend",
     "BackendOptions",
@@ -75,15 +90,18 @@ __all__ = [
     "RetryPolicy",
     "SandboxConfig",
     "SandboxInfo",
+    "abandoned_without_record",
     "call_with_retries",
     "check_cwd",
     "checkpoint_labels",
+    "default_checkpoint_root",
     "extract_archive",
     "kill_group_script",
     "limiter_for",
     "load_backend",
     "make_labels",
     "new_token",
+    "read_meta",
     "retry_after_seconds",
     "shell_text",
     "unpack_download",
@@ -91,5 +109,6 @@ __all__ = [
     "why_reapable",
     "wrapped_argv",
     "write_directory_archive",
+    "write_meta",
     "write_tree_archive",
 ]

@@ -21,6 +21,7 @@ import math
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from sandbox_runtime.backend_kit import (
@@ -30,6 +31,7 @@ from sandbox_runtime.backend_kit import (
     Backend,
     BackendOptions,
     Capability,
+    Checkpoint,
     ExecRequest,
     ExecResult,
     HeadTailBuffer,
@@ -66,6 +68,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
+from ._checkpoints import store_for
 from ._client import (
     ApiException,
     Cluster,
@@ -154,7 +157,17 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     extra = "kubernetes"
     #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
-    capabilities = frozenset({Capability.ENGINE_IMAGES, Capability.RECONNECT, Capability.STREAMING})
+    #: Filesystem checkpoints and forks through the archive store (``_checkpoints.py``);
+    #: no ``pause``: the pods API has no freezer (``docs/checkpoints.md``).
+    capabilities = frozenset(
+        {
+            Capability.ENGINE_IMAGES,
+            Capability.RECONNECT,
+            Capability.STREAMING,
+            Capability.CHECKPOINT_FILESYSTEM,
+            Capability.FORK,
+        }
+    )
 
     def __init__(self, config: SandboxConfig, options: KubernetesOptions) -> None:
         super().__init__(config, options)
@@ -290,6 +303,49 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         except BaseException:
             self._delete_quietly()
             raise
+
+    # -- checkpoints (docs/checkpoints.md) ---------------------------------------------------
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        """Archive the workdir and ``config.checkpoint_paths`` into the client's store."""
+        return store_for(self.options).capture(
+            self,
+            [self.config.workdir, *self.config.checkpoint_paths],
+            backend_name=self.name,
+            source_id=self._pod,
+            image=self.config.image,
+            labels=labels,
+            lifetime=lifetime,
+            run_id=self.config.run_id,
+            workdir=self.config.workdir,
+        )
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Restore the captured paths in this same pod (its commands keep running)."""
+        store_for(self.options).restore(self, checkpoint)
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Start a fresh pod of the checkpoint's image (unless one is given), then restore."""
+        store = store_for(self.options)
+        record = store.record(checkpoint, self.name)
+        if not self.config.image:
+            self.config = self.config.model_copy(update={"image": record.image})
+        self.start()
+        try:
+            store.restore(self, checkpoint)
+        except BaseException:
+            self._delete_quietly()
+            raise
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """The kubernetes checkpoints of this client (on its disk, not in the cluster)."""
+        return store_for(cls.coerce_options(options)).list(cls.name)
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        """Remove one checkpoint from the client's store."""
+        store_for(cls.coerce_options(options)).delete(checkpoint_id, cls.name)
 
     def _start_agent(self) -> AgentLink:
         """Upload the agent's files (one exec) off the start path; the pod's loop starts it."""
@@ -663,10 +719,13 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     def reap(
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
-        """Delete this library's pods that ended, expired, or lost their owner process."""
+        """Delete this library's pods that ended, expired, or lost their owner process.
+
+        Checkpoints that expired or lost their owner go too (reasons ``checkpoint: ...``).
+        """
         opts = cls.coerce_options(options)
+        reaped = store_for(opts).reap(cls.name, dry_run=dry_run)
         cluster, pods = cls._managed_pods(opts)
-        reaped: list[ReapedSandbox] = []
         for pod in pods:
             metadata = pod.get("metadata") or {}
             if metadata.get("deletionTimestamp"):

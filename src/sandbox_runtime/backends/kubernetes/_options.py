@@ -79,6 +79,11 @@ class KubernetesOptions(BackendOptions):
     agent_wait: float = Field(default=30.0, gt=0)
     """Seconds after start to look for the agent before settling on the native exec."""
 
+    checkpoint_dir: str | None = None
+    """Directory of this client's filesystem checkpoints (tar archives; see
+    ``docs/checkpoints.md``); default: ``SANDBOX_RUNTIME_CHECKPOINT_DIR``, else
+    ``$XDG_STATE_HOME/sandbox-runtime/checkpoints``."""
+
     @field_validator("namespace", "service_account", "runtime_class_name")
     @classmethod
     def _check_dns_name(cls, value: str | None) -> str | None:

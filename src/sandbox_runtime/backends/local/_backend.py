@@ -58,13 +58,16 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    abandoned_without_record,
     checkpoint_labels,
     extract_archive,
     make_labels,
     new_token,
+    read_meta,
     unpack_download,
     why_reapable,
     write_directory_archive,
+    write_meta,
     write_tree_archive,
 )
 from sandbox_runtime.errors import (
@@ -85,7 +88,6 @@ from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
 from ._process import continue_marked, kill_marked, run_process, stop_marked
-from ._records import abandoned_without_record, read_meta, write_meta
 
 __all__ = ["LocalBackend", "LocalOptions"]
 

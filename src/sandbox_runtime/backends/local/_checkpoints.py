@@ -17,10 +17,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox_runtime.backend_kit import Checkpoint, ReapedSandbox, why_reapable
+from sandbox_runtime.backend_kit import (
+    Checkpoint,
+    ReapedSandbox,
+    abandoned_without_record,
+    read_meta,
+    why_reapable,
+    write_meta,
+)
 from sandbox_runtime.errors import BackendError, CheckpointNotFoundError
-
-from ._records import abandoned_without_record, read_meta, write_meta
 
 __all__ = [
     "CHECKPOINT_PREFIX",

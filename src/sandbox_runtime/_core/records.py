@@ -1,7 +1,8 @@
-"""The ownership record (``meta.json``) of a local sandbox's or checkpoint's directory.
+"""The ownership record (``meta.json``) of a directory that holds a sandbox or a checkpoint.
 
-One reader and one writer for both kinds of directory, so that ``reap``, listing and
-``attach`` judge them alike.
+One reader and one writer for every such directory (a ``local`` sandbox's, a ``local``
+checkpoint's, an archive checkpoint's of ``archive_checkpoints.py``), so that ``reap``,
+listing and ``attach`` judge them alike.
 """
 
 from __future__ import annotations
