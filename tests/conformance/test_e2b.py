@@ -1,9 +1,10 @@
 """The shared conformance suite, for the ``e2b`` backend against the AGS emulator's e2b door.
 
 Twice: with the emulator's snapshot / fork / pause routes (the backend finds them and
-declares the checkpoint capabilities), and with them off (``e2b_checkpoint_routes=False``,
-as an older e2b service: the backend finds none, declares none, and the canary tests check
-the typed error instead).  Instances run in ``local`` sandboxes with namespace isolation.
+declares checkpoints, forks and pause on them), and with them off
+(``e2b_checkpoint_routes=False``, as an older e2b service: the backend finds none and keeps
+checkpoints and forks through the core's archive store; no pause, whose test then checks the
+typed error).  Instances run in ``local`` sandboxes with namespace isolation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from sandbox_runtime import Capability, SandboxConfig, SandboxRuntime, load_backend
+from sandbox_runtime import Capability, SandboxConfig, SandboxRuntime, delete_checkpoint
 from sandbox_runtime.backend_kit.testing import SandboxConformance
 from tests.conftest import bwrap_problem, require
 
@@ -64,12 +65,15 @@ class TestE2bWithRoutes(SandboxConformance):
             options=_options(with_routes, tmp_path / "records"),
         )
 
-    def test_the_service_routes_are_found(self, sandbox_config: SandboxConfig) -> None:
-        backend = load_backend("e2b")
-        found = backend.capabilities_for(
-            backend.coerce_options(backend.options_model.model_validate(sandbox_config.options))
-        )
+    def test_the_service_routes_are_found(self, sandbox: SandboxRuntime) -> None:
+        backend = sandbox.backend
+        found = backend.capabilities_for(backend.options)
         assert {Capability.CHECKPOINT_FILESYSTEM, Capability.FORK, Capability.PAUSE} <= found
+        checkpoint = sandbox.checkpoint()
+        try:  # a snapshot of the service, not an archive on this host
+            assert not list(Path(backend.options.checkpoint_dir).glob("ckpt-*"))
+        finally:
+            delete_checkpoint(checkpoint, options=sandbox.config.options)
 
     @pytest.mark.xfail(
         strict=True,
@@ -90,7 +94,13 @@ class TestE2bWithoutRoutes(SandboxConformance):
             options=_options(without_routes, tmp_path / "records"),
         )
 
-    def test_no_checkpoint_route_is_found(self, sandbox: SandboxRuntime) -> None:
+    def test_no_route_is_found_and_archives_stand_in(self, sandbox: SandboxRuntime) -> None:
         backend = sandbox.backend
         found = backend.capabilities_for(backend.options)
-        assert found == {Capability.RECONNECT, Capability.STREAMING}
+        assert Capability.PAUSE not in found
+        assert {Capability.CHECKPOINT_FILESYSTEM, Capability.FORK} <= found
+        checkpoint = sandbox.checkpoint()
+        try:  # an archive of the core's store, on this host
+            assert (Path(backend.options.checkpoint_dir) / checkpoint.id / "data.tar").is_file()
+        finally:
+            delete_checkpoint(checkpoint, options=sandbox.config.options)

@@ -9,7 +9,9 @@ e2b SDK is needed and any release may be installed beside.
 Labels travel as the sandbox's metadata, which is how sandboxes are listed, attached and
 reaped.  Checkpoints, forks and pause use the service's own routes where it has them, which
 the backend finds out by asking the service (``discover``), never from its name; a service
-without them gets no checkpoint capability (``docs/e2b.md``).
+without snapshot routes gets filesystem checkpoints through the core's archive store (the
+workdir and ``checkpoint_paths``), and one without a pause route no ``pause``
+(``docs/e2b.md``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ from sandbox_runtime.backend_kit.agent import (
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
-    CapabilityUnsupportedError,
     CheckpointNotFoundError,
     ConfigError,
     SandboxError,
@@ -117,11 +118,9 @@ class E2bBackend(Backend[E2bOptions]):
         opts = cls.coerce_options(options)
         if opts.api_key is None:
             return _BASE_CAPABILITIES
-        found = features(opts)
-        extra = set()
-        if found.snapshots:
-            extra |= {Capability.CHECKPOINT_FILESYSTEM, Capability.FORK}
-        if found.pause:
+        # Snapshots, or the archive fallback: checkpoints and forks either way.
+        extra = {Capability.CHECKPOINT_FILESYSTEM, Capability.FORK}
+        if features(opts).pause:
             extra.add(Capability.PAUSE)
         return _BASE_CAPABILITIES | extra
 
@@ -163,14 +162,16 @@ class E2bBackend(Backend[E2bOptions]):
         """Kill the sandboxes and delete the checkpoints whose lifetime or owner is gone."""
         opts, api = cls._class_api(options)
         try:
-            reaped = []
+            reaped = _checkpoints.store_for(opts).reap(cls.name, dry_run=dry_run)
             for sandbox_id, metadata in api.list_running({MANAGED: "true"}):
                 reason = why_reapable(metadata)
                 if reason is not None:
                     if not dry_run:
                         api.kill(sandbox_id)
                     reaped.append(ReapedSandbox(cls.name, sandbox_id, reason))
-            return reaped + _checkpoints.reap(cls.name, opts, api, dry_run=dry_run)
+            if features(opts).snapshots:
+                reaped += _checkpoints.reap(cls.name, opts, api, dry_run=dry_run)
+            return reaped
         finally:
             api.close()
 
@@ -179,8 +180,10 @@ class E2bBackend(Backend[E2bOptions]):
         """The checkpoints this host recorded on the service (``docs/e2b.md``)."""
         opts, api = cls._class_api(options)
         try:
-            cls._need_snapshots(opts)
-            return _checkpoints.listed(cls.name, opts, api)
+            found = _checkpoints.store_for(opts).list(cls.name)
+            if features(opts).snapshots:
+                found += _checkpoints.listed(cls.name, opts, api)
+            return sorted(found, key=lambda item: item.created, reverse=True)
         finally:
             api.close()
 
@@ -189,15 +192,12 @@ class E2bBackend(Backend[E2bOptions]):
         """Delete one checkpoint's snapshot and record."""
         opts, api = cls._class_api(options)
         try:
-            cls._need_snapshots(opts)
-            _checkpoints.delete(opts, api, checkpoint_id)
+            if _checkpoints.is_archive(cls.name, opts, checkpoint_id):
+                _checkpoints.store_for(opts).delete(checkpoint_id, cls.name)
+            else:
+                _checkpoints.delete(opts, api, checkpoint_id)
         finally:
             api.close()
-
-    @classmethod
-    def _need_snapshots(cls, opts: E2bOptions) -> None:
-        if not features(opts).snapshots:
-            raise CapabilityUnsupportedError(Capability.CHECKPOINT_FILESYSTEM.value, cls.name)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -296,8 +296,24 @@ class E2bBackend(Backend[E2bOptions]):
         self._start_with(self._template())
 
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Create a sandbox whose template is the checkpoint's snapshot."""
-        self._start_with(checkpoint.id)
+        """A sandbox from the checkpoint's snapshot, or from the template plus the archive."""
+        if not self._is_archive(checkpoint.id):
+            self._start_with(checkpoint.id)
+            return
+        store = _checkpoints.store_for(self.options)
+        record = store.record(checkpoint, self.name)
+        if not self.config.image and record.image:
+            self.config = self.config.model_copy(update={"image": record.image})
+        self.start()
+        try:
+            store.restore(self, checkpoint)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
+
+    def _is_archive(self, checkpoint_id: str) -> bool:
+        return _checkpoints.is_archive(self.name, self.options, checkpoint_id)
 
     def attach(self, sandbox_id: str) -> None:
         """Take over a running sandbox of this library and connect to its envd."""
@@ -344,7 +360,19 @@ class E2bBackend(Backend[E2bOptions]):
     # -- checkpoints and pause (the service's routes) ------------------------------------------
 
     def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
-        """A snapshot of the sandbox (files; memory too where the service keeps it)."""
+        """A snapshot of the sandbox, or without snapshot routes an archive (docs/e2b.md)."""
+        if not features(self.options).snapshots:
+            return _checkpoints.store_for(self.options).capture(
+                self,
+                [self.config.workdir, *self.config.checkpoint_paths],
+                backend_name=self.name,
+                source_id=self.sandbox_id,
+                image=self.config.image,
+                labels=labels,
+                lifetime=lifetime,
+                run_id=self.config.run_id,
+                workdir=self.config.workdir,
+            )
         full = checkpoint_labels(
             source_id=self.sandbox_id,
             kind="filesystem",
@@ -361,11 +389,13 @@ class E2bBackend(Backend[E2bOptions]):
         return Checkpoint.from_labels(self.name, snapshot_id, full)
 
     def rollback(self, checkpoint: Checkpoint) -> None:
-        """A new sandbox from the snapshot takes this one's place: **the id changes**."""
+        """Snapshot: a new sandbox takes this one's place (its id changes); archive: in place."""
+        opts = self.options
+        if self._is_archive(checkpoint.id):
+            _checkpoints.store_for(opts).restore(self, checkpoint)
+            return
         if (
-            _records.read_one(
-                self.options.resolved_checkpoint_dir, self.options.resolved_api_url, checkpoint.id
-            )
+            _records.read_one(opts.resolved_checkpoint_dir, opts.resolved_api_url, checkpoint.id)
             is None
         ):
             raise CheckpointNotFoundError(f"no e2b checkpoint {checkpoint.id!r} of this library")

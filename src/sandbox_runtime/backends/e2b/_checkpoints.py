@@ -1,22 +1,46 @@
-"""The e2b backend's checkpoints: the service's snapshots, with a record of ours per snapshot.
+"""The e2b backend's checkpoints: the service's snapshots where it has them, archives if not.
 
-A checkpoint is a snapshot made through ``POST /sandboxes/{id}/snapshots`` (it outlives the
-sandbox; a sandbox starts from it with the snapshot id as its template), named
-``sandbox-runtime-<hex>`` and recorded with its labels on this host (:mod:`._records`).
-Listing joins the records with ``GET /snapshots``; deleting removes both; reaping deletes
-those expired or whose owner died, as for sandboxes.
+With snapshot routes, a checkpoint is a snapshot made through ``POST
+/sandboxes/{id}/snapshots`` (it outlives the sandbox; a sandbox starts from it with the
+snapshot id as its template), named ``sandbox-runtime-<hex>`` and recorded with its labels on
+this host (:mod:`._records`).  Listing joins the records with ``GET /snapshots``; deleting
+removes both; reaping deletes those expired or whose owner died, as for sandboxes.
+
+Without them (found out by :func:`~sandbox_runtime.backend_kit.agent.discover`), the
+workdir and ``SandboxConfig.checkpoint_paths`` go into the core's
+:class:`~sandbox_runtime.backend_kit.ArchiveCheckpointStore` (:func:`store_for`).  Which of
+the two a checkpoint is comes from this client's own records, never from its id's shape.
 """
 
 from __future__ import annotations
 
-from sandbox_runtime.backend_kit import Checkpoint, ReapedSandbox, why_reapable
+from sandbox_runtime.backend_kit import (
+    ArchiveCheckpointStore,
+    Checkpoint,
+    ReapedSandbox,
+    why_reapable,
+)
 from sandbox_runtime.backend_kit.agent import E2bApi
 from sandbox_runtime.errors import CheckpointNotFoundError
 
 from . import _records
 from ._options import E2bOptions
 
-__all__ = ["delete", "listed", "reap"]
+__all__ = ["delete", "is_archive", "listed", "reap", "store_for"]
+
+
+def store_for(opts: E2bOptions) -> ArchiveCheckpointStore:
+    """The fallback's archive store (the same directory as the snapshot records)."""
+    return ArchiveCheckpointStore(opts.resolved_checkpoint_dir)
+
+
+def is_archive(backend: str, opts: E2bOptions, checkpoint_id: str) -> bool:
+    """Whether this client holds ``checkpoint_id`` as an archive (else it is a snapshot)."""
+    try:
+        store_for(opts).record(checkpoint_id, backend)
+    except CheckpointNotFoundError:
+        return False
+    return True
 
 
 def listed(backend: str, opts: E2bOptions, api: E2bApi) -> list[Checkpoint]:

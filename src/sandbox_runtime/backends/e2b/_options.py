@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 
-from sandbox_runtime.backend_kit import BackendOptions, limiter_for
+from sandbox_runtime.backend_kit import BackendOptions, default_checkpoint_root, limiter_for
 from sandbox_runtime.backend_kit.agent import ENVD_PORT, E2bApi
 from sandbox_runtime.errors import ConfigError
 
@@ -64,8 +64,10 @@ class E2bOptions(BackendOptions):
     api_burst: int | None = Field(default=None, ge=1)
     """Control-plane requests allowed at once above ``api_qps``."""
     checkpoint_dir: Path | None = None
-    """Where the records of checkpoints live (their labels, owner and expiry: e2b snapshots
-    carry no metadata); default ``$XDG_STATE_HOME/sandbox-runtime/e2b-checkpoints``."""
+    """This client's checkpoint directory: the records of snapshot checkpoints (their labels,
+    owner and expiry: e2b snapshots carry no metadata) and, on a service without snapshot
+    routes, the archives of the fallback; default ``SANDBOX_RUNTIME_CHECKPOINT_DIR``, else
+    ``$XDG_STATE_HOME/sandbox-runtime/checkpoints`` (the archive store's)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -99,10 +101,7 @@ class E2bOptions(BackendOptions):
     @property
     def resolved_checkpoint_dir(self) -> Path:
         """The checkpoint records' directory."""
-        if self.checkpoint_dir is not None:
-            return self.checkpoint_dir
-        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-        return Path(state) / "sandbox-runtime" / "e2b-checkpoints"
+        return default_checkpoint_root(self.checkpoint_dir)
 
 
 def control_plane(opts: E2bOptions) -> E2bApi:
