@@ -77,7 +77,7 @@ PUBLIC_IN_BACKENDS = {"ags": {"manage"}}
 
 def test_every_built_in_backend_has_the_same_layout() -> None:
     backends = sorted(p for p in (PACKAGE / "backends").iterdir() if (p / "__init__.py").is_file())
-    assert [p.name for p in backends] == ["ags", "docker", "kubernetes", "local", "repoenv"]
+    assert [p.name for p in backends] == ["ags", "docker", "e2b", "kubernetes", "local", "repoenv"]
     for package in backends:
         public = {
             p.stem
