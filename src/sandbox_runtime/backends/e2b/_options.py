@@ -6,9 +6,10 @@ nothing more: ``E2B_API_KEY``, ``E2B_DOMAIN`` (default ``e2b.app``), ``E2B_API_U
 (default ``https://api.<domain>``, or ``http://localhost:3000`` under ``E2B_DEBUG=true``),
 ``E2B_SANDBOX_URL`` (one envd URL for every sandbox; default ``https://49983-<id>.<domain>``,
 the SDK's "direct" URL, or ``http://localhost:49983`` under ``E2B_DEBUG``; for e2b's own
-domains the SDK's default is a shared host routed by header instead), ``E2B_DEBUG``.  Two are this library's:
-``E2B_TEMPLATE`` (the template sandboxes start from) and ``E2B_TEMPLATE_MAPPING`` (an
-image -> template file for SWE rows).  Variables are read, never written.
+domains the SDK's default is a shared host routed by header instead), ``E2B_DEBUG``.
+Two are this library's: ``E2B_TEMPLATE`` (the template sandboxes start from) and
+``E2B_TEMPLATE_MAPPING`` (an image -> template file for SWE rows).  Variables are read,
+never written.
 """
 
 from __future__ import annotations

@@ -23,9 +23,11 @@ def _directory(root: Path, api_url: str) -> Path:
 
 
 def _path(root: Path, api_url: str, checkpoint_id: str) -> Path:
-    if "/" in checkpoint_id or checkpoint_id in ("", ".", ".."):
-        raise ValueError(f"not a snapshot id: {checkpoint_id!r}")
-    return _directory(root, api_url) / f"{checkpoint_id}.json"
+    # Named by a hash: a snapshot id may hold characters a file name cannot (the SDK
+    # percent-encodes it in the delete route); the id itself is inside the record.
+    if not checkpoint_id:
+        raise ValueError("not a snapshot id: ''")
+    return _directory(root, api_url) / f"{hashlib.sha256(checkpoint_id.encode()).hexdigest()}.json"
 
 
 def write(root: Path, api_url: str, checkpoint_id: str, labels: dict[str, str]) -> None:
@@ -43,13 +45,18 @@ def write(root: Path, api_url: str, checkpoint_id: str, labels: dict[str, str]) 
         raise
 
 
-def read_one(root: Path, api_url: str, checkpoint_id: str) -> dict[str, str] | None:
-    """One checkpoint's labels, or ``None`` without a (readable) record."""
+def _read(path: Path) -> tuple[str, dict[str, str]] | None:
     try:
-        data = json.loads(_path(root, api_url, checkpoint_id).read_text())
-        return {str(k): str(v) for k, v in data["labels"].items()}
+        data = json.loads(path.read_text())
+        return str(data["id"]), {str(k): str(v) for k, v in data["labels"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def read_one(root: Path, api_url: str, checkpoint_id: str) -> dict[str, str] | None:
+    """One checkpoint's labels, or ``None`` without a (readable) record."""
+    found = _read(_path(root, api_url, checkpoint_id))
+    return found[1] if found is not None and found[0] == checkpoint_id else None
 
 
 def read_all(root: Path, api_url: str) -> dict[str, dict[str, str]]:
@@ -57,9 +64,9 @@ def read_all(root: Path, api_url: str) -> dict[str, dict[str, str]]:
     directory = _directory(root, api_url)
     found: dict[str, dict[str, str]] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        labels = read_one(root, api_url, path.stem)
-        if labels is not None:
-            found[path.stem] = labels
+        record = _read(path)
+        if record is not None:
+            found[record[0]] = record[1]
     return found
 
 
