@@ -154,7 +154,7 @@ class E2bApi:
         )
         if response.status_code in (401, 403):
             raise BackendUnavailableError(
-                f"the API key of the {self._service} was refused: {message}"
+                f"the API key was refused by the {self._service}: {message}"
             )
         return E2bApiError(
             message,
