@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runtime.backends.e2b import _records
+from sandbox_runtime._envd import e2b_snapshots as _records
 
 URL = "https://api.e2b.example"
 

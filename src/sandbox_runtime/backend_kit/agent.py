@@ -33,6 +33,7 @@ from sandbox_runtime._envd.client import (
 from sandbox_runtime._envd.commands import EnvdCommands
 from sandbox_runtime._envd.e2b_control import E2bApi, E2bApiError, ForkCopy, SandboxGrant
 from sandbox_runtime._envd.e2b_features import ServiceFeatures, discover, forget_discoveries
+from sandbox_runtime._envd.e2b_snapshots import SnapshotBook
 
 __all__ = [
     "ENVD_PORT",
@@ -48,6 +49,7 @@ __all__ = [
     "ForkCopy",
     "SandboxGrant",
     "ServiceFeatures",
+    "SnapshotBook",
     "agent_archive",
     "agent_directory",
     "discover",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import secrets
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -38,7 +37,6 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
-    checkpoint_labels,
     make_labels,
     why_reapable,
 )
@@ -51,6 +49,7 @@ from sandbox_runtime.backend_kit.agent import (
     EnvdUnauthorized,
     SandboxGrant,
     ServiceFeatures,
+    SnapshotBook,
     discover,
 )
 from sandbox_runtime.errors import (
@@ -65,7 +64,7 @@ from sandbox_runtime.errors import (
     SandboxStartError,
 )
 
-from . import _checkpoints, _records
+from . import _checkpoints
 from ._options import E2bOptions, control_plane, load_template_mapping
 
 __all__ = ["E2bBackend"]
@@ -170,7 +169,7 @@ class E2bBackend(Backend[E2bOptions]):
                         api.kill(sandbox_id)
                     reaped.append(ReapedSandbox(cls.name, sandbox_id, reason))
             if features(opts).snapshots:
-                reaped += _checkpoints.reap(cls.name, opts, api, dry_run=dry_run)
+                reaped += _checkpoints.book(cls.name, opts, api).reap(dry_run=dry_run)
             return reaped
         finally:
             api.close()
@@ -182,7 +181,7 @@ class E2bBackend(Backend[E2bOptions]):
         try:
             found = _checkpoints.store_for(opts).list(cls.name)
             if features(opts).snapshots:
-                found += _checkpoints.listed(cls.name, opts, api)
+                found += _checkpoints.book(cls.name, opts, api).listed()
             return sorted(found, key=lambda item: item.created, reverse=True)
         finally:
             api.close()
@@ -195,7 +194,7 @@ class E2bBackend(Backend[E2bOptions]):
             if _checkpoints.is_archive(cls.name, opts, checkpoint_id):
                 _checkpoints.store_for(opts).delete(checkpoint_id, cls.name)
             else:
-                _checkpoints.delete(opts, api, checkpoint_id)
+                _checkpoints.book(cls.name, opts, api).delete(checkpoint_id)
         finally:
             api.close()
 
@@ -373,20 +372,16 @@ class E2bBackend(Backend[E2bOptions]):
                 run_id=self.config.run_id,
                 workdir=self.config.workdir,
             )
-        full = checkpoint_labels(
-            source_id=self.sandbox_id,
-            kind="filesystem",
+        return self._book().take(
+            self.sandbox_id,
+            labels=labels,
             lifetime=lifetime,
             run_id=self.config.run_id,
-            labels=labels,
             workdir=self.config.workdir,
         )
-        name = f"sandbox-runtime-{secrets.token_hex(6)}"
-        snapshot_id = self._control().create_snapshot(self.sandbox_id, name=name)
-        _records.write(
-            self.options.resolved_checkpoint_dir, self.options.resolved_api_url, snapshot_id, full
-        )
-        return Checkpoint.from_labels(self.name, snapshot_id, full)
+
+    def _book(self) -> SnapshotBook:
+        return _checkpoints.book(self.name, self.options, self._control())
 
     def rollback(self, checkpoint: Checkpoint) -> None:
         """Snapshot: a new sandbox takes this one's place (its id changes); archive: in place."""
@@ -394,10 +389,7 @@ class E2bBackend(Backend[E2bOptions]):
         if self._is_archive(checkpoint.id):
             _checkpoints.store_for(opts).restore(self, checkpoint)
             return
-        if (
-            _records.read_one(opts.resolved_checkpoint_dir, opts.resolved_api_url, checkpoint.id)
-            is None
-        ):
+        if not self._book().knows(checkpoint.id):
             raise CheckpointNotFoundError(f"no e2b checkpoint {checkpoint.id!r} of this library")
         old = self.sandbox_id
         grant = self._create(checkpoint.id)
