@@ -99,7 +99,7 @@ def fork_by_snapshot(source: SandboxRuntime, copies: int, files: int) -> float:
 def clone_by_source(source: SandboxRuntime, copies: int) -> float:
     """Seconds of ``copies`` ``StartSandboxInstance(SourceInstanceId)`` calls, at once."""
     client = source.backend._cloud_client()  # type: ignore[attr-defined]
-    tool = source.backend.options.tool_name  # type: ignore[attr-defined]
+    tool = source.backend.options.tool_name
 
     def one(_: int) -> str:
         info = client.start_instance(
@@ -163,8 +163,8 @@ def run(args: argparse.Namespace, timings: dict[str, list[float]]) -> None:
                 ),
             ]
             for round_index in range(args.rounds):
-                for name, side in forks if round_index % 2 == 0 else forks[::-1]:
-                    timings.setdefault(name, []).append(side())
+                for name, fork_side in forks if round_index % 2 == 0 else forks[::-1]:
+                    timings.setdefault(name, []).append(fork_side())
 
 
 def _record(timings: dict[str, list[float]], taken: float, rolled: float) -> None:

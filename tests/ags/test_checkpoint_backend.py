@@ -107,7 +107,8 @@ def test_snapshot_tags_carry_labels_and_ownership(emulator: AgsEmulator) -> None
     found = list_checkpoints("ags", labels={"task": "t-1"}, options=options)
     assert [item.id for item in found] == [checkpoint.id]
     assert found[0].labels == {"task": "t-1", "odd": "a b/c=d"}
-    assert found[0].owner is not None and found[0].expires_at is not None
+    assert found[0].owner is not None
+    assert found[0].expires_at is not None
     assert other.snapshot_id not in [item.id for item in list_checkpoints("ags", options=options)]
     with pytest.raises(CheckpointNotFoundError, match="not a checkpoint of this library"):
         delete_checkpoint(other.snapshot_id, backend="ags", options=options)
