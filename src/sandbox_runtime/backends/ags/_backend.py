@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, TypeVar
 
 import httpx
@@ -46,11 +46,13 @@ from sandbox_runtime.backend_kit import (
     Backend,
     BackendOptions,
     Capability,
+    Checkpoint,
     ExecRequest,
     ExecResult,
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    checkpoint_labels,
     make_labels,
 )
 from sandbox_runtime.backend_kit.agent import (
@@ -66,6 +68,8 @@ from sandbox_runtime.backend_kit.agent import (
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
+    CapabilityUnsupportedError,
+    CheckpointNotFoundError,
     ConfigError,
     SandboxError,
     SandboxFileNotFoundError,
@@ -75,6 +79,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
+from . import _checkpoints
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
@@ -98,6 +103,10 @@ class AgsBackend(Backend[AgsOptions]):
     options_model = AgsOptions
     extra = "ags"
     capabilities = frozenset({Capability.RECONNECT, Capability.STREAMING})
+    #: What the cloud control plane adds (snapshots; docs/checkpoints.md).
+    _CLOUD_CHECKPOINTS = frozenset({Capability.CHECKPOINT_FILESYSTEM, Capability.FORK})
+    #: What ``memory_snapshots`` adds on the cloud control plane.
+    _MEMORY = frozenset({Capability.CHECKPOINT_MEMORY, Capability.PAUSE})
 
     def __init__(self, config: SandboxConfig, options: AgsOptions) -> None:
         super().__init__(config, options)
@@ -107,6 +116,10 @@ class AgsBackend(Backend[AgsOptions]):
         self._cloud: AgsCloudClient | None = None
         self._e2b: E2bApi | None = None
         self._stopped = False
+        #: When the instance's ``Timeout`` runs out (a resume asks for what is left).
+        self._deadline = 0.0
+        #: The snapshot the next cloud start begins from (``start_from_checkpoint``).
+        self._from_snapshot: str | None = None
         self._session_lock = threading.Lock()
         self._commands = EnvdCommands(
             self._require_session,
@@ -140,19 +153,35 @@ class AgsBackend(Backend[AgsOptions]):
         return Availability(True)
 
     @classmethod
+    def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
+        """Checkpoints and forks on the cloud control plane; pause with ``memory_snapshots``.
+
+        The e2b control plane declares none of them yet (its snapshot routes are another
+        slice's work), so those calls raise ``CapabilityUnsupportedError`` there.
+        """
+        opts = cls.coerce_options(options)
+        if opts.resolved_control_plane != "cloud":
+            return cls.capabilities
+        extra = cls._MEMORY if opts.memory_snapshots else frozenset()
+        return cls.capabilities | cls._CLOUD_CHECKPOINTS | extra
+
+    @classmethod
     def reap(
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
-        """Stop running instances this library started whose lifetime or owner is gone.
+        """Stop instances (running or paused) and delete snapshots whose lifetime or owner is gone.
 
         Credentials and endpoints come from ``options`` or the environment, as for sandboxes;
-        see :mod:`sandbox_runtime.backends.ags._reaper`.
+        see :mod:`sandbox_runtime.backends.ags._reaper` and ``_checkpoints``.
         """
         opts = cls.coerce_options(options)
-        return [
+        reaped = [
             ReapedSandbox(cls.name, instance_id, reason)
             for instance_id, reason in reap_instances(opts, dry_run=dry_run)
         ]
+        if opts.resolved_control_plane == "cloud":
+            reaped += _checkpoints.reap(cloud_client(opts), dry_run=dry_run)
+        return reaped
 
     @property
     def sandbox_id(self) -> str:
@@ -262,7 +291,9 @@ class AgsBackend(Backend[AgsOptions]):
             self._translated(lambda: session.make_dir(self.config.workdir), "create the workdir")
         except BaseException as exc:
             self._stop_quietly()
-            if isinstance(exc, (SandboxStartError, SandboxTimeoutError, ConfigError)):
+            if isinstance(
+                exc, (SandboxStartError, SandboxTimeoutError, ConfigError, CheckpointNotFoundError)
+            ):
                 raise
             if isinstance(exc, BackendUnavailableError):
                 raise
@@ -291,6 +322,7 @@ class AgsBackend(Backend[AgsOptions]):
         if resources:
             custom["Resources"] = resources
         labels = self._labels()
+        snapshot = self._from_snapshot
         try:
             info = client.start_instance(
                 tool_id=tool_id,
@@ -300,12 +332,16 @@ class AgsBackend(Backend[AgsOptions]):
                 custom_configuration=custom,
                 metadata=labels,
                 auth_mode=opts.auth_mode,
+                snapshot_id=snapshot,
             )
         except AgsApiError as exc:
             if isinstance(exc, BackendUnavailableError):
                 raise
+            if snapshot and exc.code == "ResourceNotFound.SandboxSnapshot":
+                raise CheckpointNotFoundError(f"no AGS checkpoint {snapshot!r}: {exc}") from exc
             raise SandboxStartError(f"StartSandboxInstance failed: {exc}") from exc
         self._instance_id = info.instance_id
+        self._deadline = time.time() + self._lifetime()
         while info.status != "RUNNING":
             if info.status in ("FAILED", "STARTING_FAILED", "STOPPED", "STOPPING"):
                 raise SandboxStartError(
@@ -467,6 +503,135 @@ class AgsBackend(Backend[AgsOptions]):
             info = self._cloud_client().describe_instance(instance_id)
             return info is not None and info.status == "RUNNING"
         return self._e2b_api().get(instance_id) is not None
+
+    # -- checkpoints, forks, pause: the Cloud API's snapshots (docs/checkpoints.md) ----------
+
+    def _require_cloud(self, capability: Capability) -> AgsCloudClient:
+        """The Cloud API client, if this sandbox's options declare ``capability``."""
+        if capability not in self.capabilities_for(self.options):
+            detail = (
+                "set memory_snapshots (the service's beta) for pause and memory checkpoints"
+                if self._plane == "cloud"
+                else "the e2b control plane does not use the service's snapshots yet; "
+                "use control_plane='cloud' (SecretId/SecretKey)"
+            )
+            raise CapabilityUnsupportedError(capability.value, self.name, detail)
+        return self._cloud_client()
+
+    def _live_id(self) -> str:
+        if self._stopped or self._instance_id is None:
+            raise SandboxGoneError(f"AGS instance {self.sandbox_id or '(none)'} is not running")
+        return self._instance_id
+
+    def _status(self, instance_id: str) -> str | None:
+        info = self._cloud_client().describe_instance(instance_id)
+        return None if info is None else info.status
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        """``CreateSandboxSnapshot`` of the instance, its labels carried as snapshot tags."""
+        client = self._require_cloud(Capability.CHECKPOINT_FILESYSTEM)
+        instance_id = self._live_id()
+        memory = self.options.memory_snapshots
+        stored = checkpoint_labels(
+            source_id=instance_id,
+            kind="memory" if memory else "filesystem",
+            lifetime=lifetime,
+            run_id=self.config.run_id,
+            labels=labels,
+            workdir=self.config.workdir,
+        )
+        return _checkpoints.take(
+            client, instance_id, stored, memory=memory, wait=self.config.start_timeout
+        )
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """``StartSandboxInstance`` with the checkpoint's ``SnapshotId``, then as any start."""
+        self._require_cloud(Capability.FORK)
+        self._from_snapshot = checkpoint.id
+        try:
+            self.start()
+        finally:
+            self._from_snapshot = None
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Start an instance from the snapshot, then stop the current one.
+
+        The sandbox's id changes to the new instance's, its lifetime starts again, and its
+        processes end with the old instance.  If the new one cannot start, the old one stays.
+        """
+        self._require_cloud(Capability.CHECKPOINT_FILESYSTEM)
+        old_id, old_deadline = self._live_id(), self._deadline
+        self._instance_id = None
+        try:
+            self.start_from_checkpoint(checkpoint)
+        except BaseException:
+            self._instance_id, self._deadline, self._stopped = old_id, old_deadline, False
+            self._connect_cloud()
+            raise
+        try:
+            self._cloud_client().stop_instance(old_id)
+        except (SandboxError, *_NETWORK_ERRORS) as exc:
+            # Not fatal: the old instance ends at its Timeout, or in the next reap.
+            logger.warning("rolled back; the replaced instance %s: %s", old_id, self._clean(exc))
+
+    def pause(self) -> None:
+        """``PauseSandboxInstance`` with ``Memory`` true; waits for ``PAUSED``."""
+        client = self._require_cloud(Capability.PAUSE)
+        instance_id = self._live_id()
+        what = f"pause AGS instance {instance_id}"
+        try:
+            status = client.pause_instance(instance_id, memory=self.options.memory_snapshots)
+        except AgsApiError as exc:
+            raise BackendError(f"cannot {what}: {exc}") from exc
+        if status != "PAUSED":
+            _checkpoints.wait_for_status(
+                lambda: self._status(instance_id),
+                wanted="PAUSED",
+                passing=("RUNNING", "PAUSING"),
+                wait=self.config.start_timeout,
+                what=what,
+            )
+
+    def resume(self) -> None:
+        """``ResumeSandboxInstance`` with the rest of the lifetime; waits for ``RUNNING``."""
+        client = self._require_cloud(Capability.PAUSE)
+        instance_id = self._live_id()
+        what = f"resume AGS instance {instance_id}"
+        left = min(max(self._deadline - time.time(), _MIN_LIFETIME), _MAX_LIFETIME)
+        try:
+            client.resume_instance(instance_id, timeout=f"{int(left)}s")
+        except AgsApiError as exc:
+            raise BackendError(f"cannot {what}: {exc}") from exc
+        _checkpoints.wait_for_status(
+            lambda: self._status(instance_id),
+            wanted="RUNNING",
+            passing=("PAUSED", "RESUMING"),
+            wait=self.config.start_timeout,
+            what=what,
+        )
+        self._deadline = time.time() + left
+        self._connect_cloud()  # a fresh data-plane token for the resumed instance
+
+    @classmethod
+    def _checkpoint_client(cls, options: BackendOptions | None) -> AgsCloudClient:
+        opts = cls.coerce_options(options)
+        if Capability.CHECKPOINT_FILESYSTEM not in cls.capabilities_for(opts):
+            raise CapabilityUnsupportedError(
+                Capability.CHECKPOINT_FILESYSTEM.value,
+                cls.name,
+                "checkpoints need the cloud control plane (SecretId/SecretKey)",
+            )
+        return cloud_client(opts)
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """The snapshots this library made on the account (any client's), by their tags."""
+        return _checkpoints.listing(cls._checkpoint_client(options))
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        """``DeleteSandboxSnapshot`` of one of this library's snapshots."""
+        _checkpoints.delete(cls._checkpoint_client(options), checkpoint_id)
 
     # -- error translation -------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ __all__ = [
     "CloudApiClient",
     "InstanceInfo",
     "InstanceToken",
+    "SnapshotInfo",
     "redact",
 ]
 
@@ -180,6 +181,40 @@ class InstanceToken:
 
     token: SecretStr
     expires_at: str
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A ``SandboxSnapshot`` (``CreateSandboxSnapshot``, ``DescribeSandboxSnapshotList``)."""
+
+    snapshot_id: str
+    name: str
+    source_instance_id: str
+    memory_included: bool
+    status: str
+    """``ACTIVE``, ``DELETING`` or ``DELETED`` as the SDK's model lists them."""
+    status_reason: str
+    tags: dict[str, str]
+    create_time: str
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> SnapshotInfo:
+        """Build from the Cloud API structure."""
+        tags = {
+            str(t.get("Key")): str(t.get("Value", ""))
+            for t in data.get("Tags") or []
+            if t.get("Key")
+        }
+        return cls(
+            snapshot_id=str(data.get("SnapshotId", "")),
+            name=str(data.get("SnapshotName", "") or ""),
+            source_instance_id=str(data.get("SourceInstanceId", "") or ""),
+            memory_included=bool(data.get("MemoryIncluded")),
+            status=str(data.get("Status", "") or ""),
+            status_reason=str(data.get("StatusReason", "") or ""),
+            tags=tags,
+            create_time=str(data.get("CreateTime", "") or ""),
+        )
 
 
 class _AgsSdkClient(AbstractClient):  # type: ignore[misc]
@@ -332,13 +367,23 @@ class AgsCloudClient(CloudApiClient):
         custom_configuration: Mapping[str, Any] | None = None,
         metadata: Mapping[str, str] | None = None,
         auth_mode: str | None = None,
+        snapshot_id: str | None = None,
+        source_instance_id: str | None = None,
     ) -> InstanceInfo:
-        """``StartSandboxInstance``; idempotent (so retried) when ``client_token`` is given."""
+        """``StartSandboxInstance``; idempotent (so retried) when ``client_token`` is given.
+
+        ``snapshot_id`` starts the instance from a snapshot, ``source_instance_id`` as a
+        clone of a running instance (the service refuses both at once).
+        """
         params: dict[str, Any] = {}
         if tool_id:
             params["ToolId"] = tool_id
         if tool_name:
             params["ToolName"] = tool_name
+        if snapshot_id:
+            params["SnapshotId"] = snapshot_id
+        if source_instance_id:
+            params["SourceInstanceId"] = source_instance_id
         if timeout:
             params["Timeout"] = timeout
         if client_token:
@@ -406,6 +451,66 @@ class AgsCloudClient(CloudApiClient):
             "AcquireSandboxInstanceToken", {"InstanceId": instance_id}, idempotent=True
         )
         return InstanceToken(SecretStr(str(answer.get("Token", ""))), str(answer.get("ExpiresAt")))
+
+    def pause_instance(self, instance_id: str, *, memory: bool) -> str:
+        """``PauseSandboxInstance``; returns ``InstanceStatus`` (``PAUSING``, ``PAUSED``, ...).
+
+        Not retried on errors other than the rate limit: a pause whose answer was lost may
+        have begun, and a second one is refused while the first runs; the caller polls.
+        """
+        answer = self.call(
+            "PauseSandboxInstance",
+            {"InstanceId": instance_id, "Memory": memory},
+            idempotent=False,
+        )
+        return str(answer.get("InstanceStatus", ""))
+
+    def resume_instance(self, instance_id: str, *, timeout: str | None = None) -> None:
+        """``ResumeSandboxInstance`` (``Timeout``: the resumed instance's new lifetime)."""
+        params: dict[str, Any] = {"InstanceId": instance_id}
+        if timeout:
+            params["Timeout"] = timeout
+        self.call("ResumeSandboxInstance", params, idempotent=False)
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def create_snapshot(
+        self,
+        instance_id: str,
+        *,
+        name: str,
+        memory: bool,
+        tags: Mapping[str, str],
+        client_token: str,
+    ) -> SnapshotInfo:
+        """``CreateSandboxSnapshot`` (beta); retried, since ``client_token`` makes it idempotent."""
+        params: dict[str, Any] = {
+            "InstanceId": instance_id,
+            "SnapshotName": name,
+            "Memory": memory,
+            "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+            "ClientToken": client_token,
+        }
+        answer = self.call("CreateSandboxSnapshot", params, idempotent=True)
+        return SnapshotInfo.from_api(answer.get("Snapshot") or {})
+
+    def describe_snapshots(self, snapshot_ids: Sequence[str]) -> list[SnapshotInfo]:
+        """``DescribeSandboxSnapshotList`` of these ids (one page)."""
+        params: dict[str, Any] = {"SnapshotIds": list(snapshot_ids), "Limit": PAGE_LIMIT}
+        answer = self.call("DescribeSandboxSnapshotList", params, idempotent=True)
+        return [SnapshotInfo.from_api(item) for item in answer.get("SnapshotSet") or []]
+
+    def iter_snapshots(
+        self, *, filters: Mapping[str, Sequence[str]] | None = None
+    ) -> Iterator[SnapshotInfo]:
+        """Every snapshot ``DescribeSandboxSnapshotList`` lists, page by page."""
+        params: dict[str, Any] = {"Filters": _filters(filters)} if filters else {}
+        for item in self.pages("DescribeSandboxSnapshotList", params, "SnapshotSet"):
+            yield SnapshotInfo.from_api(item)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """``DeleteSandboxSnapshot`` (retried: a second delete answers ``ResourceNotFound``)."""
+        self.call("DeleteSandboxSnapshot", {"SnapshotId": snapshot_id}, idempotent=True)
 
     # -- tools -------------------------------------------------------------------------------
 

@@ -78,6 +78,13 @@ class AgsOptions(BackendOptions):
     every call).  Set it to your account's StartSandboxInstance quota to stay under it."""
     api_burst: int | None = Field(default=None, ge=1)
     """Control-plane requests allowed at once above ``api_qps`` (default: one second's worth)."""
+    memory_snapshots: bool = False
+    """Ask the service to keep memory (running processes) too: checkpoints are
+    ``CreateSandboxSnapshot`` with ``Memory`` true and ``pause()`` is ``PauseSandboxInstance``
+    with ``Memory`` true, and the backend declares ``checkpoint_memory`` and ``pause``.  Beta
+    on the service and untested here (the AGS emulator keeps files only).  Off (the default),
+    checkpoints keep the filesystem and ``pause`` is not declared: a pause without memory
+    ends the processes, which ``pause`` promises to keep.  Cloud control plane only."""
     envd_version: str = "0.5.7"
     """envd version assumed for instances started through the Cloud API (the E2B API says)."""
 

@@ -8,10 +8,12 @@ their lifetime, and which belong to a process on this host that is gone.  Instan
 the ``managed`` label (started by people, other tools, the console) are never touched; nor are
 live instances owned on another host.
 
-With SecretId/SecretKey, one paged ``DescribeSandboxInstanceList`` (status ``STARTING`` or
-``RUNNING``) and a ``StopSandboxInstance`` per reapable instance.  With only an ``ark_`` API key,
-the E2B-compatible API's listing filtered by the ``managed`` metadata, and ``kill``.  The same
-listing serves ``list_sandboxes`` (running instances only).
+With SecretId/SecretKey, one paged ``DescribeSandboxInstanceList`` (status ``STARTING``,
+``RUNNING`` or ``PAUSED``: a paused instance holds its quota too) and a
+``StopSandboxInstance`` per reapable instance.  With only an ``ark_`` API key, the
+E2B-compatible API's listing filtered by the ``managed`` metadata, and ``kill``.  The same
+listing serves ``list_sandboxes`` (running instances only).  The snapshots this library made
+are reaped by ``AgsBackend.reap`` through ``_checkpoints``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ __all__ = ["live_instances", "reap_instances"]
 
 logger = logging.getLogger("sandbox_runtime.ags")
 
-_LIVE = ("STARTING", "RUNNING")
+_LIVE = ("STARTING", "RUNNING", "PAUSED")
 
 
 def live_instances(opts: AgsOptions) -> list[tuple[str, str, dict[str, str]]]:
