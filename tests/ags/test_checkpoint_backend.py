@@ -2,14 +2,16 @@
 
 The conformance suite (``tests/conformance/test_ags.py``) checks the contents; these check
 what is particular to AGS: the actions and states on the wire, snapshot tags as the record of
-ownership, the service's errors as the library's, the e2b plane declaring nothing, and the
-``memory_snapshots`` option.  The emulator keeps files only, so a pause here keeps the files
-and the instance id, not the processes (the real service keeps them with ``Memory`` true).
+ownership, the service's errors as the library's, the e2b plane declaring what the service's
+e2b routes serve (the ``e2b`` backend's shared code), and the ``memory_snapshots`` option.
+The emulator keeps files only, so a pause here keeps the files and the instance id, not the
+processes (the real service keeps them with ``Memory`` true).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from sandbox_runtime import (
     load_backend,
 )
 from sandbox_runtime_emulators.ags.server import AgsEmulator
+from tests.ags.conftest import isolation
 
 pytestmark = pytest.mark.e2b_sdk
 
@@ -74,18 +77,33 @@ def test_without_memory_snapshots_pause_is_refused_by_name(emulator: AgsEmulator
         assert emulator.faults.requests("cloud", "PauseSandboxInstance") == []
 
 
-def test_the_e2b_plane_declares_no_checkpoints(emulator: AgsEmulator) -> None:
+def test_the_e2b_plane_declares_what_the_service_serves(
+    emulator: AgsEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_RUNTIME_CHECKPOINT_DIR", str(tmp_path))
     options = emulator.backend_options(control_plane="e2b", api_key=emulator.api_key)
     config = SandboxConfig(backend="ags", workdir="/testbed", lifetime=600, options=options)
-    with SandboxRuntime(config) as sandbox:
+    with SandboxRuntime(config) as sandbox:  # the emulator serves e2b's snapshot routes
         backend = sandbox.backend
-        assert Capability.FORK not in backend.capabilities_for(backend.options)
+        assert Capability.FORK in backend.capabilities_for(backend.options)
+        checkpoint = sandbox.checkpoint(labels={"plane": "e2b"})
+        assert emulator.service.store.snapshot(checkpoint.id) is not None
+    assert [c.id for c in list_checkpoints("ags", options=options)] == [checkpoint.id]
+    delete_checkpoint(checkpoint, options=options)
+    with AgsEmulator(
+        backend="local", local_isolation=isolation(), e2b_checkpoint_routes=False
+    ) as older:  # an E2B door without the routes: nothing declared, calls refused
+        options = older.backend_options(control_plane="e2b", api_key=older.api_key)
+        config = SandboxConfig(backend="ags", workdir="/testbed", lifetime=600, options=options)
+        with SandboxRuntime(config) as sandbox:
+            backend = sandbox.backend
+            assert Capability.FORK not in backend.capabilities_for(backend.options)
+            with pytest.raises(CapabilityUnsupportedError):
+                sandbox.checkpoint()
+            with pytest.raises(CapabilityUnsupportedError):
+                sandbox.fork(1)
         with pytest.raises(CapabilityUnsupportedError):
-            sandbox.checkpoint()
-        with pytest.raises(CapabilityUnsupportedError):
-            sandbox.fork(1)
-    with pytest.raises(CapabilityUnsupportedError):
-        list_checkpoints("ags", options=options)
+            list_checkpoints("ags", options=options)
 
 
 def test_snapshot_tags_carry_labels_and_ownership(emulator: AgsEmulator) -> None:

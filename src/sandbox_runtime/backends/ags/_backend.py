@@ -79,7 +79,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from . import _checkpoints
+from . import _checkpoints, _e2b_plane
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
@@ -156,12 +156,11 @@ class AgsBackend(Backend[AgsOptions]):
     def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
         """Checkpoints and forks on the cloud control plane; pause with ``memory_snapshots``.
 
-        The e2b control plane declares none of them yet (its snapshot routes are another
-        slice's work), so those calls raise ``CapabilityUnsupportedError`` there.
+        The e2b control plane declares what the service's e2b routes serve (``_e2b_plane``).
         """
         opts = cls.coerce_options(options)
         if opts.resolved_control_plane != "cloud":
-            return cls.capabilities
+            return cls.capabilities | _e2b_plane.capabilities(opts)
         extra = cls._MEMORY if opts.memory_snapshots else frozenset()
         return cls.capabilities | cls._CLOUD_CHECKPOINTS | extra
 
@@ -181,6 +180,8 @@ class AgsBackend(Backend[AgsOptions]):
         ]
         if opts.resolved_control_plane == "cloud":
             reaped += _checkpoints.reap(cloud_client(opts), dry_run=dry_run)
+        elif Capability.CHECKPOINT_FILESYSTEM in _e2b_plane.capabilities(opts):
+            reaped += _e2b_plane.book(e2b_api(opts)).reap(dry_run=dry_run)
         return reaped
 
     @property
@@ -286,7 +287,8 @@ class AgsBackend(Backend[AgsOptions]):
             if self._plane == "cloud":
                 self._start_cloud(began, tool_id, tool_name, image)
             else:
-                self._start_e2b(tool_name or tool_id, image)
+                snapshot = self._from_snapshot
+                self._start_e2b(snapshot or tool_name or tool_id, None if snapshot else image)
             session = self._require_session()
             self._translated(lambda: session.make_dir(self.config.workdir), "create the workdir")
         except BaseException as exc:
@@ -529,6 +531,14 @@ class AgsBackend(Backend[AgsOptions]):
 
     def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
         """``CreateSandboxSnapshot`` of the instance, its labels carried as snapshot tags."""
+        if self._plane == "e2b":
+            return _e2b_plane.book(self._e2b_api()).take(
+                self._live_id(),
+                labels=labels,
+                lifetime=lifetime,
+                run_id=self.config.run_id,
+                workdir=self.config.workdir,
+            )
         client = self._require_cloud(Capability.CHECKPOINT_FILESYSTEM)
         instance_id = self._live_id()
         memory = self.options.memory_snapshots
@@ -546,7 +556,8 @@ class AgsBackend(Backend[AgsOptions]):
 
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
         """``StartSandboxInstance`` with the checkpoint's ``SnapshotId``, then as any start."""
-        self._require_cloud(Capability.FORK)
+        if self._plane == "cloud":
+            self._require_cloud(Capability.FORK)
         self._from_snapshot = checkpoint.id
         try:
             self.start()
@@ -559,23 +570,41 @@ class AgsBackend(Backend[AgsOptions]):
         The sandbox's id changes to the new instance's, its lifetime starts again, and its
         processes end with the old instance.  If the new one cannot start, the old one stays.
         """
-        self._require_cloud(Capability.CHECKPOINT_FILESYSTEM)
+        if self._plane == "cloud":
+            self._require_cloud(Capability.CHECKPOINT_FILESYSTEM)
+        elif not _e2b_plane.book(self._e2b_api()).knows(checkpoint.id):
+            raise CheckpointNotFoundError(f"no AGS checkpoint {checkpoint.id!r} of this library")
         old_id, old_deadline = self._live_id(), self._deadline
         self._instance_id = None
         try:
             self.start_from_checkpoint(checkpoint)
         except BaseException:
             self._instance_id, self._deadline, self._stopped = old_id, old_deadline, False
-            self._connect_cloud()
+            self._reconnect()
             raise
         try:
-            self._cloud_client().stop_instance(old_id)
+            self._stop_instance(old_id)
         except (SandboxError, *_NETWORK_ERRORS) as exc:
             # Not fatal: the old instance ends at its Timeout, or in the next reap.
             logger.warning("rolled back; the replaced instance %s: %s", old_id, self._clean(exc))
 
+    def _reconnect(self) -> None:
+        if self._plane == "cloud":
+            self._connect_cloud()
+        elif (grant := self._e2b_api().get(self._live_id())) is not None:
+            self._open_grant(grant)
+
+    def _stop_instance(self, instance_id: str) -> None:
+        if self._plane == "cloud":
+            self._cloud_client().stop_instance(instance_id)
+        else:
+            self._e2b_api().kill(instance_id)
+
     def pause(self) -> None:
         """``PauseSandboxInstance`` with ``Memory`` true; waits for ``PAUSED``."""
+        if self._plane == "e2b":  # the service's e2b pause route (what it keeps is its own)
+            self._e2b_api().pause(self._live_id())
+            return
         client = self._require_cloud(Capability.PAUSE)
         instance_id = self._live_id()
         what = f"pause AGS instance {instance_id}"
@@ -594,6 +623,9 @@ class AgsBackend(Backend[AgsOptions]):
 
     def resume(self) -> None:
         """``ResumeSandboxInstance`` with the rest of the lifetime; waits for ``RUNNING``."""
+        if self._plane == "e2b":  # e2b's connect resumes a paused sandbox
+            self._open_grant(self._e2b_api().connect(self._live_id(), timeout=self._lifetime()))
+            return
         client = self._require_cloud(Capability.PAUSE)
         instance_id = self._live_id()
         what = f"resume AGS instance {instance_id}"
@@ -626,11 +658,18 @@ class AgsBackend(Backend[AgsOptions]):
     @classmethod
     def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
         """The snapshots this library made on the account (any client's), by their tags."""
+        opts = cls.coerce_options(options)
+        if opts.resolved_control_plane == "e2b" and _e2b_plane.capabilities(opts):
+            return _e2b_plane.book(e2b_api(opts)).listed()
         return _checkpoints.listing(cls._checkpoint_client(options))
 
     @classmethod
     def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
         """``DeleteSandboxSnapshot`` of one of this library's snapshots."""
+        opts = cls.coerce_options(options)
+        if opts.resolved_control_plane == "e2b" and _e2b_plane.capabilities(opts):
+            _e2b_plane.book(e2b_api(opts)).delete(checkpoint_id)
+            return
         _checkpoints.delete(cls._checkpoint_client(options), checkpoint_id)
 
     # -- error translation -------------------------------------------------------------------
