@@ -36,7 +36,7 @@ _BUILT_INS = {
     "docker": ("sandbox_runtime.backends.docker:DockerBackend", "docker"),
     "kubernetes": ("sandbox_runtime.backends.kubernetes:KubernetesBackend", "kubernetes"),
     "ags": ("sandbox_runtime.backends.ags:AgsBackend", "ags"),
-    "e2b": ("sandbox_runtime.backends.e2b:E2bBackend", "ags"),
+    "e2b": ("sandbox_runtime.backends.e2b:E2bBackend", "e2b"),
     "repoenv": ("sandbox_runtime.backends.repoenv:RepoEnvBackend", None),
 }
 

@@ -1,10 +1,11 @@
 """The ``e2b`` backend: sandboxes on any e2b-protocol service.
 
 e2b itself, a self-hosted e2b, ROCK, OpenKruise agents, AGS's E2B-compatible door.
-Registered as the ``e2b`` entry point; needs ``httpx`` (the ``ags`` extra has it).  Modules:
-``_options`` (:class:`E2bOptions`, read from the e2b SDK's environment variables),
-``_backend`` (:class:`E2bBackend`), ``_checkpoints`` and ``_records`` (the service's
-snapshots as checkpoints, with this host's records of their labels).  See ``docs/e2b.md``.
+Registered as the ``e2b`` entry point; needs ``httpx`` (``pip install
+'sandbox-runtime-swe[e2b]'``).  Modules: ``_options`` (:class:`E2bOptions`, read from the e2b
+SDK's environment variables), ``_backend`` (:class:`E2bBackend`), ``_checkpoints`` (the
+service's snapshots through the core's ``SnapshotBook``, or the archive store without
+snapshot routes).  See ``docs/e2b.md``.
 """
 
 from __future__ import annotations

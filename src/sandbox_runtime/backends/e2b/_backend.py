@@ -89,7 +89,7 @@ class E2bBackend(Backend[E2bOptions]):
 
     name = "e2b"
     options_model = E2bOptions
-    extra = "ags"  # httpx and pydantic: the same dependencies as the ags backend's e2b plane
+    extra = "e2b"
     capabilities = _BASE_CAPABILITIES
 
     def __init__(self, config: SandboxConfig, options: E2bOptions) -> None:
