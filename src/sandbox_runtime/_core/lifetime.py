@@ -39,8 +39,9 @@ LEASE_FILE_PREFIX = "/tmp/.sandbox-runtime-lease-"
 # in epoch seconds, 0 for none).  It sleeps until the end the file names (or start +
 # lifetime until the file exists), re-reading the file before it gives up, so an extension
 # written before the end is always seen.  A file that is not a plain number is ignored.
+# ``date +%s`` drops the fraction, hence the second added to the first end: never early.
 _TIMER = (
-    "e=$(( $(date +%s) + $1 )); while :; do "
+    "e=$(( $(date +%s) + $1 + 1 )); while :; do "
     'if [ -s "$2" ]; then read -r x < "$2"; case "$x" in ""|*[!0-9]*) ;; *) e=$x;; esac; fi; '
     'if [ "$3" -gt 0 ] && [ "$e" -gt "$3" ]; then e=$3; fi; '
     'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && exit 0; [ "$r" -gt 30 ] && r=30; '

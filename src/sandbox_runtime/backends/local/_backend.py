@@ -105,7 +105,7 @@ _LEASE = "expires-at"
 # (the end in epoch seconds, written by ``set_expiry``; re-read before giving up, so an
 # extension is always seen), $5 the hard cap in epoch seconds (0: none).
 _WATCHDOG = (
-    "e=$(( $(date +%s) + $1 )); while :; do "
+    "e=$(( $(date +%s) + $1 + 1 )); while :; do "
     'if [ -s "$4" ]; then read -r x < "$4"; case "$x" in ""|*[!0-9]*) ;; *) e=$x;; esac; fi; '
     'if [ "$5" -gt 0 ] && [ "$e" -gt "$5" ]; then e=$5; fi; '
     'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && break; [ "$r" -gt 30 ] && r=30; '
