@@ -44,7 +44,7 @@ _TIMER = (
     "e=$(( $(date +%s) + $1 + 1 )); while :; do "
     'if [ -s "$2" ]; then read -r x < "$2"; case "$x" in ""|*[!0-9]*) ;; *) e=$x;; esac; fi; '
     'if [ "$3" -gt 0 ] && [ "$e" -gt "$3" ]; then e=$3; fi; '
-    'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && exit 0; [ "$r" -gt 30 ] && r=30; '
+    'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && exit 0; [ "$r" -gt 5 ] && r=5; '
     'sleep "$r"; done'
 )
 

@@ -108,7 +108,7 @@ _WATCHDOG = (
     "e=$(( $(date +%s) + $1 + 1 )); while :; do "
     'if [ -s "$4" ]; then read -r x < "$4"; case "$x" in ""|*[!0-9]*) ;; *) e=$x;; esac; fi; '
     'if [ "$5" -gt 0 ] && [ "$e" -gt "$5" ]; then e=$5; fi; '
-    'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && break; [ "$r" -gt 30 ] && r=30; '
+    'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && break; [ "$r" -gt 5 ] && r=5; '
     'sleep "$r"; done; for e in /proc/[0-9]*/environ; do '
     'grep -qszxF "$2" "$e" && p=${e#/proc/} && kill -9 "${p%/environ}" 2>/dev/null; done; '
     'rm -rf -- "$3"'
