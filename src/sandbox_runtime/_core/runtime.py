@@ -336,6 +336,17 @@ class SandboxRuntime:
         self._keepers.append(keeper)
         return keeper
 
+    def _keep_end_after_rollback(self, backend: Backend[Any]) -> None:
+        """Put the end back where it was after a rollback.
+
+        A rollback that replaced the sandbox (docker) gave it a fresh lifetime and lost any
+        extension.
+        """
+        clock = self._clock
+        extendable = Capability.EXTEND_LIFETIME in backend.capabilities_for(backend.options)
+        if clock is not None and extendable and clock.ends_at > time.time():
+            backend.set_expiry(clock.ends_at)
+
     def _with_cause(self, exc: SandboxGoneError) -> SandboxGoneError:
         """``exc`` with its cause filled in where it was ``unknown``."""
         if exc.cause == "unknown" and self._clock is not None:
@@ -388,6 +399,7 @@ class SandboxRuntime:
             )
         with self._lifecycle, self._meter.call():
             backend.rollback(checkpoint)
+            self._keep_end_after_rollback(backend)
 
     def fork(self, n: int = 1, **overrides: Any) -> list[ForkResult]:
         """``n`` independent, started copies of this sandbox as it is now.
