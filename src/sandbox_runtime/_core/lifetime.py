@@ -97,6 +97,9 @@ class LifetimeClock:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        #: Held while the end moves, so a lease's renewal and a caller's extension never
+        #: interleave (the backend's last write would otherwise not be the clock's end).
+        self.moving = threading.Lock()
 
     @classmethod
     def starting_now(

@@ -305,14 +305,16 @@ class SandboxRuntime:
 
     def _move_end(self, new_end: Callable[[LifetimeClock], float]) -> float:
         backend = self._require(Capability.EXTEND_LIFETIME, while_paused=True)
-        assert self._clock is not None
-        end = new_end(self._clock)
-        with self._meter.call():
-            try:
-                backend.set_expiry(end)
-            except SandboxGoneError as exc:
-                raise self._with_cause(exc) from None
-        self._clock.moved_to(end)
+        clock = self._clock
+        assert clock is not None
+        with clock.moving:
+            end = new_end(clock)
+            with self._meter.call():
+                try:
+                    backend.set_expiry(end)
+                except SandboxGoneError as exc:
+                    raise self._with_cause(exc) from None
+            clock.moved_to(end)
         return end
 
     def keep_alive(self, lease: float = 300.0, *, cap: float | None = None) -> KeepAlive:

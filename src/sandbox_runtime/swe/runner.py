@@ -225,8 +225,8 @@ class Runner:
             config = self._config(longest)
         except SandboxError:
             return  # the task's own error comes when it runs
-        needed = self.options.lifetime or task_lifetime(longest, self.options)
-        warning = lifetimes.cap_warning(config, needed)
+        # What the episode may need, whatever the first lifetime: leases extend up to it.
+        warning = lifetimes.cap_warning(config, task_lifetime(longest, self.options))
         if warning:
             logger.warning("%s", warning)
 
