@@ -128,3 +128,46 @@ def test_an_instance_stopped_at_its_timeout_is_gone_with_cause_expired(
         with pytest.raises(SandboxGoneError) as caught:
             sandbox.exec("true")
         assert caught.value.cause == "expired"
+
+
+def test_the_official_sdk_moves_timeout_and_metadata(emulator: AgsEmulator) -> None:
+    """The emulator's ``UpdateSandboxInstance`` takes the SDK's own request model, fields named
+    as tencentcloud-sdk-python-ags names them (``InstanceId``, ``Timeout``, ``Metadata``)."""
+    import json
+
+    from tencentcloud.ags.v20250920 import ags_client, models
+    from tencentcloud.common import credential
+    from tencentcloud.common.profile.client_profile import ClientProfile
+    from tencentcloud.common.profile.http_profile import HttpProfile
+
+    endpoint = emulator.url.removeprefix("http://")
+    profile = ClientProfile(httpProfile=HttpProfile(protocol="http", endpoint=endpoint))
+    client = ags_client.AgsClient(
+        credential.Credential(emulator.secret_id, emulator.secret_key), "ap-guangzhou", profile
+    )
+
+    def request(model: type, **fields: object) -> Any:
+        made = model()
+        made.from_json_string(json.dumps(fields))
+        return made
+
+    started = client.StartSandboxInstance(
+        request(models.StartSandboxInstanceRequest, ToolName="default", Timeout="60s")
+    )
+    instance_id = started.Instance.InstanceId
+    client.UpdateSandboxInstance(
+        request(
+            models.UpdateSandboxInstanceRequest,
+            InstanceId=instance_id,
+            Timeout="2h",
+            Metadata=[{"Name": "sandbox-runtime.expires-at", "Value": "123"}],
+        )
+    )
+    instance = emulator.store.instance(instance_id)
+    assert instance.expires == pytest.approx(time.time() + 7200, abs=3)
+    assert instance.metadata["sandbox-runtime.expires-at"] == "123"
+    listed = client.DescribeSandboxInstanceList(
+        request(models.DescribeSandboxInstanceListRequest, InstanceIds=[instance_id])
+    )
+    assert listed.InstanceSet[0].Metadata[0].Value == "123"
+    client.StopSandboxInstance(request(models.StopSandboxInstanceRequest, InstanceId=instance_id))

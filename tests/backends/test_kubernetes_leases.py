@@ -96,3 +96,13 @@ def test_the_emulator_patches_a_pod_as_the_api_server_does(
         with pytest.raises(ApiException) as forbidden:
             core.patch_namespaced_pod(sandbox.id, "default", {"spec": {"restartPolicy": "Always"}})
         assert forbidden.value.status == 422
+
+
+def test_a_deleted_pod_is_gone_with_cause_killed(
+    k8s_emulator: Any, core: Any, docker_image: str
+) -> None:
+    with SandboxRuntime(_config(k8s_emulator, docker_image, lifetime=300)) as sandbox:
+        core.delete_namespaced_pod(sandbox.id, "default", grace_period_seconds=0)
+        with pytest.raises(SandboxGoneError) as caught:
+            sandbox.exec("true")
+        assert caught.value.cause == "killed"

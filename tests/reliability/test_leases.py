@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from sandbox_runtime import (
     SandboxRuntime,
 )
 from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime.backends.local import LocalBackend
 from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.agents.simple import OracleAgent
@@ -209,3 +211,17 @@ def test_episodes_running_twice_the_lifetime_are_graded_none_lost(
     outcomes = Runner([task, task], lambda: _SlowOracle(8), options).run()
     assert [outcome.reward for outcome in outcomes] == [1.0, 1.0], [o.reason for o in outcomes]
     assert all(outcome.timings["agent"] >= 8 for outcome in outcomes)
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_sandbox_removed_from_outside_is_gone_with_cause_killed(backend: str) -> None:
+    with SandboxRuntime(lifetime=600, **_fields(backend)) as sandbox:
+        if backend == "docker":
+            subprocess.run(["docker", "rm", "-f", sandbox.id], check=True, capture_output=True)
+        else:  # its directory removed behind the client's back, as another reaper would
+            backend = sandbox.backend
+            assert isinstance(backend, LocalBackend)
+            shutil.rmtree(backend.root.parent)
+        with pytest.raises(SandboxGoneError) as caught:
+            sandbox.exec("true")
+        assert caught.value.cause == "killed"
