@@ -219,9 +219,9 @@ def test_a_sandbox_removed_from_outside_is_gone_with_cause_killed(backend: str) 
         if backend == "docker":
             subprocess.run(["docker", "rm", "-f", sandbox.id], check=True, capture_output=True)
         else:  # its directory removed behind the client's back, as another reaper would
-            backend = sandbox.backend
-            assert isinstance(backend, LocalBackend)
-            shutil.rmtree(backend.root.parent)
+            local = sandbox.backend
+            assert isinstance(local, LocalBackend)
+            shutil.rmtree(local.root.parent)
         with pytest.raises(SandboxGoneError) as caught:
             sandbox.exec("true")
         assert caught.value.cause == "killed"
