@@ -106,3 +106,27 @@ def test_a_deleted_pod_is_gone_with_cause_killed(
         with pytest.raises(SandboxGoneError) as caught:
             sandbox.exec("true")
         assert caught.value.cause == "killed"
+
+
+def test_episodes_running_twice_the_lifetime_are_graded_none_lost(k8s_emulator: Any) -> None:
+    from sandbox_runtime.swe import read_rows
+    from sandbox_runtime.swe.dataset import load_rows
+    from sandbox_runtime.swe.images import build_sample_image
+    from sandbox_runtime.swe.runner import Runner, RunOptions
+    from tests.conftest import DOCKER_IMAGE
+    from tests.reliability.test_leases import SlowOracle
+    from tests.swe.conftest import task_named
+
+    build_sample_image("pricing", base=DOCKER_IMAGE)
+    task = task_named(read_rows(load_rows("bundled")).tasks, "pricing", "r2e")
+    options = RunOptions(
+        backend="kubernetes",
+        backend_options=k8s_emulator.backend_options(),
+        lifetime=4,
+        max_lifetime=600,  # the pod's deadline: without it a pod cannot be extended
+        test_timeout=60,
+        jobs=2,
+    )
+    outcomes = Runner([task, task], lambda: SlowOracle(8), options).run()
+    assert [outcome.reward for outcome in outcomes] == [1.0, 1.0], [o.reason for o in outcomes]
+    assert all(outcome.timings["agent"] >= 8 for outcome in outcomes)

@@ -185,7 +185,7 @@ def bundled_tasks() -> list[Task]:
     return result.tasks
 
 
-class _SlowOracle(Agent):
+class SlowOracle(Agent):
     """Works for ``seconds`` (twice the sandbox's lifetime), then applies the gold patch."""
 
     def __init__(self, seconds: float) -> None:
@@ -208,7 +208,7 @@ def test_episodes_running_twice_the_lifetime_are_graded_none_lost(
         build_sample_image("pricing", base=DOCKER_IMAGE)
     task = task_named(bundled_tasks, "pricing", "r2e")  # graded in the agent's sandbox
     options = RunOptions(backend=backend, lifetime=4, test_timeout=60, jobs=2)
-    outcomes = Runner([task, task], lambda: _SlowOracle(8), options).run()
+    outcomes = Runner([task, task], lambda: SlowOracle(8), options).run()
     assert [outcome.reward for outcome in outcomes] == [1.0, 1.0], [o.reason for o in outcomes]
     assert all(outcome.timings["agent"] >= 8 for outcome in outcomes)
 
