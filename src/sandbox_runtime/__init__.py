@@ -25,6 +25,7 @@ from sandbox_runtime._core.backend import (
 )
 from sandbox_runtime._core.checkpoints import Checkpoint, CheckpointKind
 from sandbox_runtime._core.config import Resources, SandboxConfig
+from sandbox_runtime._core.keepalive import KeepAlive
 from sandbox_runtime._core.limits import set_start_limit
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.registry import BackendInfo, list_backends, load_backend
@@ -46,6 +47,7 @@ from sandbox_runtime.errors import (
     CheckpointNotFoundError,
     CommandFailedError,
     ConfigError,
+    LifetimeCapError,
     PathEscapeError,
     SandboxClosedError,
     SandboxError,
@@ -82,7 +84,9 @@ __all__ = [
     "ExecResult",
     "FileInfo",
     "ForkResult",
+    "KeepAlive",
     "Lease",
+    "LifetimeCapError",
     "PatchResult",
     "PathEscapeError",
     "PoolStats",

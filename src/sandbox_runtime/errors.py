@@ -11,6 +11,7 @@ that knows nothing of this library still handles them sensibly::
     ├── SandboxStartError                        the sandbox did not come up
     ├── SandboxGoneError                         the sandbox died, expired or was removed
     │   └── SandboxClosedError                   ... because this client closed it
+    ├── LifetimeCapError (ValueError)            an extension past the sandbox's hard cap
     ├── SandboxTimeoutError (TimeoutError)       start or a checked command ran past its time
     ├── CommandFailedError                       a checked command exited non-zero
     ├── SandboxFileNotFoundError (FileNotFoundError)
@@ -40,6 +41,8 @@ __all__ = [
     "CheckpointNotFoundError",
     "CommandFailedError",
     "ConfigError",
+    "GoneCause",
+    "LifetimeCapError",
     "PathEscapeError",
     "SandboxClosedError",
     "SandboxError",
@@ -98,12 +101,41 @@ class SandboxStartError(SandboxError):
     """The sandbox could not be created or did not become ready."""
 
 
+#: Why a sandbox is gone, where its backend can tell (``SandboxGoneError.cause``).
+GoneCause = typing.Literal["expired", "killed", "evicted", "closed", "unknown"]
+
+
 class SandboxGoneError(SandboxError):
-    """The sandbox no longer exists: it died, reached its lifetime, or was removed."""
+    """The sandbox no longer exists: it died, reached its lifetime, or was removed.
+
+    :attr:`cause` says which, where the backend can tell: ``"expired"`` (its lifetime ran
+    out), ``"killed"`` (removed by someone: a reaper, ``docker rm``, a pod deleted),
+    ``"evicted"`` (the platform took it: a node pressure eviction, a crashed instance),
+    ``"closed"`` (this client closed it), ``"unknown"`` otherwise.
+    """
+
+    def __init__(self, message: str = "", *, cause: GoneCause = "unknown") -> None:
+        super().__init__(message)
+        self.cause: GoneCause = cause
+
+
+class LifetimeCapError(SandboxError, ValueError):
+    """An extension asked for more than the sandbox's hard cap.
+
+    The cap is ``SandboxConfig.max_lifetime`` or the service's own maximum, whichever comes
+    first; :attr:`cap_at` is the latest end allowed (seconds since the epoch).
+    """
+
+    def __init__(self, message: str, cap_at: float) -> None:
+        super().__init__(message)
+        self.cap_at = cap_at
 
 
 class SandboxClosedError(SandboxGoneError):
     """The sandbox was closed by this client and cannot be used any more."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, cause="closed")
 
 
 class SandboxTimeoutError(SandboxError, TimeoutError):

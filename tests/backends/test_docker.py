@@ -79,15 +79,18 @@ def test_labels_resources_and_init(engine: Any, docker_image: str) -> None:
         assert host["PidsLimit"] == 64
         assert host["Init"] is True
         assert host["AutoRemove"] is True
-        # The lifetime is the sleep's: alone, or after the agent's starter (agent "auto"),
-        # followed by the agent's own directory.
+        # The lifetime is the timer's (docs/leases.md): alone, or after the agent's starter
+        # (agent "auto") and the agent's own directory; its end moves through its lease file.
         command, entrypoint = info["Config"]["Cmd"], info["Config"]["Entrypoint"][0]
-        if entrypoint == "sleep":
-            assert command == ["300"]
-        else:
-            assert entrypoint == "/bin/sh"
-            assert command[-2] == "300"
-            assert command[-1].startswith("/.sandbox-runtime/")
+        assert entrypoint == "/bin/sh"
+        timer = command[command.index("sandbox-runtime-timer") :]
+        assert timer[1] == "300"
+        assert timer[2].startswith("/tmp/.sandbox-runtime-lease-")
+        assert timer[3] == "0"  # no hard cap asked for
+        if "sandbox-runtime" in command:  # the agent's starter
+            assert command[command.index("sandbox-runtime") + 2].startswith("/.sandbox-runtime/")
+        key = info["Config"]["Labels"]["sandbox-runtime.lease-key"]
+        assert timer[2].endswith(key)
         # The memory limit is real: a 512 MiB allocation is killed (SIGKILL: 128 + 9).
         hog = sandbox.exec(["python3", "-c", "b = bytearray(512 * 1024 * 1024); print(len(b))"])
         assert hog.exit_code == 137

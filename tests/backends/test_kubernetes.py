@@ -110,12 +110,14 @@ def test_labels_annotations_and_spec(k8s_emulator: Any, core: Any, docker_image:
         assert spec["activeDeadlineSeconds"] == 300
         assert spec["automountServiceAccountToken"] is False
         container = spec["containers"][0]
-        # The sleep that ends the pod, after the agent's starter (agent "auto").
+        # The timer that ends the pod, after the agent's starter (agent "auto").
         assert container["command"][0] == "/bin/sh"
         assert container["command"][4] == "300"
         # The agent's own directory: a random name, not below a /tmp a volume may share.
         assert container["command"][5].startswith("/.sandbox-runtime/")
-        assert 'exec sleep "$1"' in container["command"][2]
+        # The main process: the lifetime timer (docs/leases.md), capped at the deadline.
+        assert 'shift 3; exec "$@"' in container["command"][2]
+        assert "sandbox-runtime-timer" in container["command"]
         assert container["resources"]["limits"] == {"cpu": "500m", "memory": str(128 * 1024**2)}
         assert container["resources"]["requests"] == container["resources"]["limits"]
         assert pod["status"]["qosClass"] == "Guaranteed"

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from sandbox_runtime._core.backend import Backend
 from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.keepalive import KeepAlive
 from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime._core.runtime import _DEFAULT, ForkResult, SandboxRuntime
@@ -399,6 +400,34 @@ class AsyncSandboxRuntime:
     async def reset(self, *, base: str | None = None, cwd: str | None = None) -> None:
         """Return the repository to the base commit."""
         await self._run(self._sync.reset, base=base, cwd=cwd)
+
+    # -- lifetime and leases (docs/leases.md) ------------------------------------------------
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the sandbox ends unless extended; see :attr:`SandboxRuntime.expires_at`."""
+        return self._sync.expires_at
+
+    @property
+    def cap_at(self) -> float | None:
+        """The latest end any extension may reach; see :attr:`SandboxRuntime.cap_at`."""
+        return self._sync.cap_at
+
+    async def extend(self, seconds: float) -> float:
+        """Move the sandbox's end ``seconds`` later; see :meth:`SandboxRuntime.extend`."""
+        return await self._run(self._sync.extend, seconds)
+
+    async def set_lifetime(self, seconds: float) -> float:
+        """End the sandbox ``seconds`` from now; see :meth:`SandboxRuntime.set_lifetime`."""
+        return await self._run(self._sync.set_lifetime, seconds)
+
+    async def keep_alive(self, lease: float = 300.0, *, cap: float | None = None) -> KeepAlive:
+        """Hold a lease; see :meth:`SandboxRuntime.keep_alive`.
+
+        The renewals run on a daemon thread, not the event loop, so a loop blocked by the
+        caller's own code cannot starve them; they end with the process all the same.
+        """
+        return await self._run(self._sync.keep_alive, lease, cap=cap)
 
     # -- checkpoints, forks and pause (docs/checkpoints.md) --------------------------------
 

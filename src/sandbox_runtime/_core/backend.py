@@ -79,6 +79,9 @@ class Capability(str, enum.Enum):
     """``fork(n)`` and ``SandboxRuntime.from_checkpoint`` start copies of a saved state."""
     PAUSE = "pause"
     """``pause()`` keeps the sandbox without running it; ``resume()`` runs it on."""
+    EXTEND_LIFETIME = "extend_lifetime"
+    """``extend()`` / ``set_lifetime()`` move a running sandbox's end, and ``reap`` follows
+    (``docs/leases.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +375,30 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Like :meth:`start`, with ``checkpoint``'s state instead of the image's."""
         raise self._unsupported(Capability.FORK)
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Make the running sandbox end at ``expires_at`` (seconds since the epoch).
+
+        Backends with :attr:`Capability.EXTEND_LIFETIME` move whatever enforces the lifetime
+        (a watchdog, the container's own timer, the service's timeout) and the expiry that
+        ``reap`` reads, so that an extended sandbox is never reaped as expired.  The runtime
+        checks the caller's hard cap before calling this.
+        """
+        raise self._unsupported(Capability.EXTEND_LIFETIME)
+
+    def max_expiry(self, started_at: float) -> float | None:
+        """The service's own hard cap on the end of a sandbox started at ``started_at``.
+
+        Seconds since the epoch, or ``None`` when the service has none.
+        """
+        return None
+
+    def gone_cause(self) -> str:
+        """Why the sandbox is gone, where the backend can tell (see ``SandboxGoneError.cause``).
+
+        Asked only once the sandbox is known to be gone; the default cannot tell.
+        """
+        return "unknown"
 
     def pause(self) -> None:
         """Stop running the sandbox's processes, keeping them and its files."""

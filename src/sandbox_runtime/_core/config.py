@@ -157,7 +157,13 @@ class SandboxConfig(BaseModel):
     exec_timeout: Seconds | None = 600.0
     """Default per-command timeout in seconds; ``None`` means no limit."""
     lifetime: Seconds = 3600.0
-    """Seconds after which the sandbox ends itself even if this client dies (its TTL)."""
+    """Seconds after which the sandbox ends itself even if this client dies (its TTL).
+
+    ``extend()``, ``set_lifetime()`` and a ``keep_alive()`` lease move the end while the
+    sandbox runs (``docs/leases.md``)."""
+    max_lifetime: Seconds | None = None
+    """The hard cap: seconds after start past which no extension or lease keeps the sandbox
+    (``LifetimeCapError``); ``None``: only the service's own cap (AGS: 24 h)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels or tags on the sandbox, for your own bookkeeping."""
     mounts: dict[str, str] = Field(default_factory=dict)
@@ -190,6 +196,16 @@ class SandboxConfig(BaseModel):
         # JSON leaves the process (logs, reports, files): credentials are masked there.  A
         # Python dump stays inside it and keeps them, so a config can be rebuilt from it.
         return mask_secrets(dumped) if info.mode == "json" else dumped
+
+    @field_validator("max_lifetime")
+    @classmethod
+    def _check_max_lifetime(cls, value: float | None, info: Any) -> float | None:
+        lifetime = info.data.get("lifetime")
+        if value is not None and lifetime is not None and value < lifetime:
+            raise ValueError(
+                f"max_lifetime ({value:g} s) is shorter than lifetime ({lifetime:g} s)"
+            )
+        return value
 
     @field_validator("workdir")
     @classmethod

@@ -26,6 +26,7 @@ __all__ = [
     "timestamp",
     "user_labels",
     "why_reapable",
+    "with_expiry",
 ]
 
 #: Prefix of every label this library sets (Docker style; Kubernetes backends map it to a
@@ -142,18 +143,27 @@ def timestamp(labels: Mapping[str, str], key: str) -> float | None:
         return None
 
 
-def why_reapable(labels: Mapping[str, str], *, now: float | None = None) -> str | None:
+def with_expiry(labels: Mapping[str, str], expires_at: float) -> dict[str, str]:
+    """``labels`` with their expiry moved to ``expires_at`` (an extended or shortened lifetime)."""
+    return {**labels, EXPIRES_AT: str(int(expires_at + 0.999))}
+
+
+def why_reapable(
+    labels: Mapping[str, str], *, now: float | None = None, expires_at: float | None = None
+) -> str | None:
     """The reason a sandbox with these labels may be removed, or None if it must stay.
 
     Expired sandboxes may always go.  An owner is judged dead only on its own host: a
-    sandbox owned by a process on another machine stays until it expires.
+    sandbox owned by a process on another machine stays until it expires.  ``expires_at``,
+    when given, replaces the expiry label: a backend whose labels cannot change after
+    create (docker) passes the end its lease moved to.
     """
     if labels.get(MANAGED) != "true":
         return None
     now = time.time() if now is None else now
-    try:
-        expires_at = float(labels.get(EXPIRES_AT, "inf"))
-    except ValueError:
+    if expires_at is None:
+        expires_at = timestamp(labels, EXPIRES_AT)
+    if expires_at is None:
         expires_at = float("inf")
     if expires_at <= now:
         return "expired"

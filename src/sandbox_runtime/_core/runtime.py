@@ -23,6 +23,8 @@ from pydantic_core import InitErrorDetails
 from sandbox_runtime._core.backend import Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
+from sandbox_runtime._core.keepalive import KeepAlive
+from sandbox_runtime._core.lifetime import LifetimeClock
 from sandbox_runtime._core.limits import start_slot
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
@@ -130,6 +132,8 @@ class SandboxRuntime:
         self._meter = UsageMeter()
         self._paused = False
         self._fork_checkpoints: list[str] = []
+        self._clock: LifetimeClock | None = None
+        self._keepers: list[KeepAlive] = []
 
     @classmethod
     def connect(cls, backend: str, sandbox_id: str, /, **fields: Any) -> SandboxRuntime:
@@ -161,6 +165,8 @@ class SandboxRuntime:
         runtime._meter = UsageMeter()
         runtime._paused = False
         runtime._fork_checkpoints = []
+        runtime._keepers = []
+        runtime._clock = _attached_clock(runtime._config, runtime._backend, info)
         runtime._meter.started(runtime._meter.starting())  # its lifetime here starts now
         runtime._backend.attach(sandbox_id)
         runtime._state = _State.STARTED
@@ -207,6 +213,7 @@ class SandboxRuntime:
             with start_slot(type(self._backend), self._backend.options) as waited:
                 # The sandbox's lifetime and start latency begin once a start slot is had.
                 began = self._meter.starting()
+                self._clock = _new_clock(self._config, self._backend)
                 with self._meter.call():
                     start()
                 self._meter.started(began)
@@ -227,6 +234,8 @@ class SandboxRuntime:
                 return
             was_started = self._state is _State.STARTED
             self._state = _State.CLOSED
+            for keeper in self._keepers:
+                keeper.stop()
             try:
                 if was_started:
                     with self._meter.call():
@@ -265,6 +274,90 @@ class SandboxRuntime:
             f"SandboxRuntime(backend={self._config.backend!r}, image={self._config.image!r}, "
             f"state={self._state.value!r})"
         )
+
+    # -- lifetime and leases (docs/leases.md) --------------------------------------------
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the sandbox ends unless extended (seconds since the epoch); None before start."""
+        return None if self._clock is None else self._clock.ends_at
+
+    @property
+    def cap_at(self) -> float | None:
+        """The latest end any extension may reach (``max_lifetime`` or the service's cap)."""
+        return None if self._clock is None else self._clock.cap_at
+
+    def extend(self, seconds: float) -> float:
+        """Move the sandbox's end ``seconds`` later; returns the new end (epoch seconds).
+
+        Raises :class:`~sandbox_runtime.errors.LifetimeCapError` past the hard cap (nothing
+        changes then) and :class:`CapabilityUnsupportedError` on a backend that cannot.
+        """
+        if seconds <= 0:
+            raise ConfigError(f"extend() takes a positive number of seconds, got {seconds}")
+        return self._move_end(lambda clock: clock.end_for(extend_by=seconds))
+
+    def set_lifetime(self, seconds: float) -> float:
+        """Make the sandbox end ``seconds`` from now (sooner or later); returns the new end."""
+        if seconds <= 0:
+            raise ConfigError(f"set_lifetime() takes a positive number of seconds, got {seconds}")
+        return self._move_end(lambda clock: clock.end_for(lifetime=seconds))
+
+    def _move_end(self, new_end: Callable[[LifetimeClock], float]) -> float:
+        backend = self._require(Capability.EXTEND_LIFETIME, while_paused=True)
+        clock = self._clock
+        assert clock is not None
+        with clock.moving:
+            end = new_end(clock)
+            with self._meter.call():
+                try:
+                    backend.set_expiry(end)
+                except SandboxGoneError as exc:
+                    raise self._with_cause(exc) from None
+            clock.moved_to(end)
+        return end
+
+    def keep_alive(self, lease: float = 300.0, *, cap: float | None = None) -> KeepAlive:
+        """Hold a lease on the sandbox while this process runs.
+
+        It keeps the sandbox's end about ``lease`` seconds ahead, renewed once half is
+        used, never more than ``cap`` seconds from now (nor past ``max_lifetime``).  It
+        stops when the sandbox closes or the process dies, and the sandbox then ends within
+        ``lease`` seconds (docs/leases.md).
+        """
+        self._require(Capability.EXTEND_LIFETIME, while_paused=True)
+        clock = self._clock
+        assert clock is not None
+        keeper = KeepAlive(
+            renew=self.set_lifetime,
+            remaining=clock.remaining,
+            lease=lease,
+            until=None if cap is None else time.time() + cap,
+            name=self.id,
+        )
+        self._keepers.append(keeper)
+        return keeper
+
+    def _keep_end_after_rollback(self, backend: Backend[Any]) -> None:
+        """Put the end back where it was after a rollback.
+
+        A rollback that replaced the sandbox (docker) gave it a fresh lifetime and lost any
+        extension.
+        """
+        clock = self._clock
+        extendable = Capability.EXTEND_LIFETIME in backend.capabilities_for(backend.options)
+        if clock is not None and extendable and clock.ends_at > time.time():
+            backend.set_expiry(clock.ends_at)
+
+    def _with_cause(self, exc: SandboxGoneError) -> SandboxGoneError:
+        """``exc`` with its cause filled in where it was ``unknown``."""
+        if exc.cause == "unknown" and self._clock is not None:
+            try:
+                told = self._backend.gone_cause()
+            except SandboxError:
+                told = "unknown"
+            exc.cause = self._clock.cause_of_gone(told)
+        return exc
 
     # -- checkpoints, forks and pause (docs/checkpoints.md) ----------------------------
 
@@ -308,6 +401,7 @@ class SandboxRuntime:
             )
         with self._lifecycle, self._meter.call():
             backend.rollback(checkpoint)
+            self._keep_end_after_rollback(backend)
 
     def fork(self, n: int = 1, **overrides: Any) -> list[ForkResult]:
         """``n`` independent, started copies of this sandbox as it is now.
@@ -554,16 +648,22 @@ class SandboxRuntime:
         """
         try:
             result = backend.exec(request)
+        except SandboxGoneError as exc:
+            raise self._with_cause(exc) from exc.__cause__
         except (BackendError, BackendUnavailableError) as exc:
             if not backend.is_alive():
-                raise SandboxGoneError(
-                    f"the sandbox died during the command ({exc}): {request.display[:200]}"
+                raise self._with_cause(
+                    SandboxGoneError(
+                        f"the sandbox died during the command ({exc}): {request.display[:200]}"
+                    )
                 ) from exc
             raise
         if result.exit_code >= 128 and not result.timed_out and _dying(backend):
-            raise SandboxGoneError(
-                f"the sandbox died during the command (exit code {result.exit_code}): "
-                f"{request.display[:200]}"
+            raise self._with_cause(
+                SandboxGoneError(
+                    f"the sandbox died during the command (exit code {result.exit_code}): "
+                    f"{request.display[:200]}"
+                )
             )
         return result
 
@@ -749,6 +849,28 @@ class SandboxRuntime:
         result = self._git(command, directory)
         if result.exit_code != 0:
             raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def _new_clock(config: SandboxConfig, backend: Backend[Any]) -> LifetimeClock:
+    """The lifetime clock of a sandbox whose start is requested now."""
+    now = time.time()
+    return LifetimeClock.starting_now(config.lifetime, config.max_lifetime, backend.max_expiry(now))
+
+
+def _attached_clock(
+    config: SandboxConfig, backend: Backend[Any], info: SandboxInfo | None
+) -> LifetimeClock:
+    """The clock of a sandbox taken over by id: its labels' start and end where listed."""
+    clock = _new_clock(config, backend)
+    if info is not None and info.created_at is not None:
+        clock.started_at = info.created_at
+        service = backend.max_expiry(info.created_at)
+        mine = None if config.max_lifetime is None else info.created_at + config.max_lifetime
+        known = [cap for cap in (service, mine) if cap is not None]
+        clock.cap_at = min(known) if known else None
+    if info is not None and info.expires_at is not None:
+        clock.ends_at = info.expires_at
+    return clock
 
 
 def _dying(backend: Backend[Any], settle: float = 0.5) -> bool:

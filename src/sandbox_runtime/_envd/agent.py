@@ -196,12 +196,27 @@ def fallback_directory(directory: str) -> str:
     return f"{STATE_DIR}-agent-{posixpath.basename(directory)}"
 
 
-def launch_command(lifetime_seconds: int, directory: str, fallback: str | None = None) -> list[str]:
-    """The container's command: ``sleep`` as before, with the agent's starter beside it.
+# The same starter whose main process is a command of the caller's (the lifetime timer of
+# ``_core/lifetime``, whose end can move) instead of a fixed sleep: "$4" on.
+_LAUNCH_TIMED = _LAUNCH.replace('exec sleep "$1"', 'shift 3; exec "$@"')
+
+
+def launch_command(
+    lifetime_seconds: int,
+    directory: str,
+    fallback: str | None = None,
+    *,
+    timer: list[str] | None = None,
+) -> list[str]:
+    """The container's command: ``sleep`` (or ``timer``), with the agent's starter beside it.
 
     ``directory`` is the sandbox's :func:`agent_directory`, the one :func:`agent_archive`
     fills; the starter also watches ``fallback`` (:func:`fallback_directory`) when given.
+    ``timer`` (an argument vector) replaces the ``sleep`` as the main process.
     """
+    if timer is not None:
+        head = ["/bin/sh", "-c", _LAUNCH_TIMED, "sandbox-runtime", str(lifetime_seconds)]
+        return [*head, directory, fallback or directory, *timer]
     command = ["/bin/sh", "-c", _LAUNCH, "sandbox-runtime", str(lifetime_seconds), directory]
     return command + ([fallback] if fallback else [])
 

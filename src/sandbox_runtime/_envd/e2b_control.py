@@ -20,6 +20,7 @@ create whose answer was lost may have made a sandbox that a second create would 
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,16 @@ from .client import shared_tls_context
 __all__ = ["E2bApi", "E2bApiError", "ForkCopy", "SandboxGrant"]
 
 _PAGE = 100
+
+
+def _epoch(moment: Any) -> float | None:
+    """An RFC 3339 time (``...Z``) as epoch seconds, or ``None``."""
+    if not isinstance(moment, str) or not moment:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class E2bApiError(BackendError):
@@ -187,8 +198,14 @@ class E2bApi:
             raise
         return self._grant(response.json())
 
-    def list_running(self, metadata: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
-        """``(sandbox id, metadata)`` of every running sandbox carrying ``metadata``."""
+    def list_running(
+        self, metadata: Mapping[str, str], ends: dict[str, float] | None = None
+    ) -> list[tuple[str, dict[str, str]]]:
+        """``(sandbox id, metadata)`` of every running sandbox carrying ``metadata``.
+
+        ``ends``, when given, receives each sandbox's ``endAt`` (epoch seconds): its end as
+        extended, which its metadata (fixed at create) does not follow.
+        """
         found: list[tuple[str, dict[str, str]]] = []
         token = ""
         while True:
@@ -198,6 +215,9 @@ class E2bApi:
             response = self._call("GET", f"/v2/sandboxes?{urlencode(query)}", idempotent=True)
             for item in response.json() or []:
                 found.append((str(item["sandboxID"]), dict(item.get("metadata") or {})))
+                end = _epoch(item.get("endAt"))
+                if ends is not None and end is not None:
+                    ends[str(item["sandboxID"])] = end
             token = response.headers.get("x-next-token", "")
             if not token:
                 return found
@@ -208,6 +228,12 @@ class E2bApi:
             "DELETE", f"/sandboxes/{sandbox_id}", idempotent=True, ok=(200, 204, 404)
         )
         return response.status_code != 404
+
+    def set_timeout(self, sandbox_id: str, seconds: int) -> None:
+        """End a running sandbox ``seconds`` from now (``POST /sandboxes/{id}/timeout``)."""
+        self._call(
+            "POST", f"/sandboxes/{sandbox_id}/timeout", body={"timeout": seconds}, idempotent=True
+        )
 
     # -- checkpoint routes (e2b 2.63's SDK calls them this way) ------------------------------
 

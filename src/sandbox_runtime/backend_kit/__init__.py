@@ -14,12 +14,16 @@ exactly what a third-party backend would; nothing else of this package is meant 
   keeps nothing that gains privileges) and the archive writers (:func:`write_directory_archive`
   for uploads, which drops the same things; :func:`write_tree_archive` for a sandbox tree
   packed on the host, files with holes kept sparse).
-* Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``;
-  the ``meta.json`` record of a directory that holds a sandbox or checkpoint
-  (:func:`read_meta`, :func:`write_meta`, :func:`abandoned_without_record`).
+* Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``,
+  :func:`with_expiry` when a lease moves the end; the ``meta.json`` record of a directory
+  that holds a sandbox or checkpoint (:func:`read_meta`, :func:`write_meta`,
+  :func:`abandoned_without_record`).
 * Checkpoints: :class:`Checkpoint` and :func:`checkpoint_labels`; for a backend with no
   snapshot of its own, :class:`ArchiveCheckpointStore` (the workdir and declared paths as a
   tar on the client's disk, restored in place or into a fresh sandbox of the same image).
+* Lifetimes that move (``docs/leases.md``): the container timer that reads its end from a
+  lease file (:func:`timer_argv`, :func:`write_end_script`, :func:`new_lease_key`,
+  :func:`lease_file`).
 * Control planes: :func:`call_with_retries` with a :class:`RetryPolicy`, and the shared
   :class:`RateLimiter` per plane (:func:`limiter_for`).
 * Backends on backends: :func:`load_backend` and :func:`validate_options`.
@@ -49,8 +53,20 @@ from sandbox_runtime._core.backend import (
 )
 from sandbox_runtime._core.checkpoints import Checkpoint, checkpoint_labels
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
+from sandbox_runtime._core.lifetime import (
+    lease_file,
+    new_lease_key,
+    timer_argv,
+    write_end_script,
+)
 from sandbox_runtime._core.output import HeadTailBuffer
-from sandbox_runtime._core.ownership import LABEL_PREFIX, MANAGED, make_labels, why_reapable
+from sandbox_runtime._core.ownership import (
+    LABEL_PREFIX,
+    MANAGED,
+    make_labels,
+    why_reapable,
+    with_expiry,
+)
 from sandbox_runtime._core.ratelimit import RateLimiter, limiter_for
 from sandbox_runtime._core.records import abandoned_without_record, read_meta, write_meta
 from sandbox_runtime._core.registry import load_backend
@@ -97,18 +113,23 @@ __all__ = [
     "default_checkpoint_root",
     "extract_archive",
     "kill_group_script",
+    "lease_file",
     "limiter_for",
     "load_backend",
     "make_labels",
+    "new_lease_key",
     "new_token",
     "read_meta",
     "retry_after_seconds",
     "shell_text",
+    "timer_argv",
     "unpack_download",
     "validate_options",
     "why_reapable",
+    "with_expiry",
     "wrapped_argv",
     "write_directory_archive",
     "write_meta",
+    "write_end_script",
     "write_tree_archive",
 ]

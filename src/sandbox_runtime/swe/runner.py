@@ -35,7 +35,7 @@ from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
-from sandbox_runtime.swe import tamper
+from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
@@ -64,7 +64,11 @@ class RunOptions:
     time_limit: float | None = None
     test_timeout: float = DEFAULT_TEST_TIMEOUT
     run_id: str | None = None
-    lifetime: float = 3600.0
+    lifetime: float | None = None
+    """Seconds a task's sandbox lives unless its lease extends it; ``None``: sized from the
+    episode's budget (:func:`sandbox_runtime.swe.lifetimes.episode_lifetime`)."""
+    max_lifetime: float | None = None
+    """The hard cap no lease or extension passes (``SandboxConfig.max_lifetime``)."""
     base_image: str | None = None
     """Base of the bundled samples' Docker images."""
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -105,10 +109,23 @@ def task_sandbox_config(
         env=dict(task.env),
         mounts=dict(task.mounts),
         exec_timeout=max(options.step_timeout, options.test_timeout),
-        lifetime=options.lifetime,
+        lifetime=options.lifetime or task_lifetime(task, options),
+        max_lifetime=options.max_lifetime,
         run_id=run_id,
         labels={TASK_LABEL: task.task_id[:63]},
         options=backend_options,
+    )
+
+
+def task_steps(task: Task, options: RunOptions) -> int:
+    """The steps an agent may take on ``task``."""
+    return options.max_steps or task.max_steps or 30
+
+
+def task_lifetime(task: Task, options: RunOptions) -> float:
+    """A task sandbox's lifetime sized from its episode's budget (``swe.lifetimes``)."""
+    return lifetimes.episode_lifetime(
+        task_steps(task, options), options.step_timeout, options.time_limit, options.test_timeout
     )
 
 
@@ -169,6 +186,7 @@ class Runner:
         notice, and propagates.
         """
         outcomes: dict[int, TaskOutcome] = {}
+        self._warn_about_caps()
         if self.options.warm > 0:
             self._pools = WarmPools(self.tasks, self.options.warm)
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
@@ -198,11 +216,25 @@ class Runner:
                 self._pools.close()
         return [outcomes[index] for index in sorted(outcomes)]
 
+    def _warn_about_caps(self) -> None:
+        """Say once, up front, when a backend's hard cap would cut the longest episode."""
+        if not self.tasks:
+            return
+        longest = max(self.tasks, key=lambda task: task_lifetime(task, self.options))
+        try:
+            config = self._config(longest)
+        except SandboxError:
+            return  # the task's own error comes when it runs
+        # What the episode may need, whatever the first lifetime: leases extend up to it.
+        warning = lifetimes.cap_warning(config, task_lifetime(longest, self.options))
+        if warning:
+            logger.warning("%s", warning)
+
     def _config(self, task: Task) -> SandboxConfig:
         return task_sandbox_config(task, self.options, run_id=self.run_id)
 
     def _budget(self, task: Task) -> Budget:
-        steps = self.options.max_steps or task.max_steps or 30
+        steps = task_steps(task, self.options)
         return Budget(
             max_steps=steps,
             step_timeout=self.options.step_timeout,
@@ -295,6 +327,8 @@ class Runner:
             outcome.grade_in = grade_in.value
             sandbox = self._open_sandbox(task, used, pooled=True)
             sandbox.start()
+            grading = lifetimes.grading_seconds(self.options.test_timeout)
+            lifetimes.hold_lease(sandbox, grading)
             outcome.sandbox_id = sandbox.id
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
@@ -305,6 +339,9 @@ class Runner:
                 if outcome.grade_in == GradeIn.FRESH.value:
                     # The agent's sandbox is no longer needed: free it before the next starts.
                     self._release(task, sandbox)
+                else:
+                    # Never let the sandbox holding the ungraded patch end before grading does.
+                    lifetimes.ensure_remaining(sandbox, grading)
                 self._grade(task, sandbox, outcome, result, used)
         except Exception as exc:
             if self._cancel.is_set():

@@ -431,6 +431,8 @@ class _Handler(BaseHTTPRequestHandler):
         if sub is None:
             if method == "DELETE":
                 self._reply(200, store.delete(namespace, name, self._grace(query)))
+            elif method == "PATCH":
+                self._reply(200, store.patch(namespace, name, self._body()))
             else:
                 self._require(method, "GET")
                 self._reply_object("pods", store.get(namespace, name), query)

@@ -28,6 +28,7 @@ from ._changes import ChangeLog
 from ._docker import DockerRuntime, ImageProblem, RuntimeProblem
 from ._namespaces import Namespaces
 from ._objects import now as _now
+from ._patch import apply_pod_patch
 from ._selectors import FieldSelector, LabelSelector
 from ._status import already_exists, bad_request, not_found
 from ._validation import validate_pod
@@ -137,6 +138,18 @@ class PodStore:
             answer = copy.deepcopy(pod)
         self._in_background(self._run_pod, record)
         return answer
+
+    def patch(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        """Apply a merge patch (labels, annotations, a lowered deadline; see ``_patch``)."""
+        record = self.record(namespace, name)
+        with self._lock:
+            changed = copy.deepcopy(record.obj)
+            apply_pod_patch(changed, body)
+            record.obj["metadata"]["labels"] = changed["metadata"]["labels"]
+            record.obj["metadata"]["annotations"] = changed["metadata"]["annotations"]
+            record.obj["spec"] = changed["spec"]
+            self._bump(record.obj)
+            return copy.deepcopy(record.obj)
 
     def crash(self, namespace: str, name: str) -> None:
         """Kill a pod's container as a crashed node would (fault injection); the pod follows."""

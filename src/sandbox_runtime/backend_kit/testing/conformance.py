@@ -42,13 +42,14 @@ from sandbox_runtime import (
     load_backend,
 )
 from sandbox_runtime.backend_kit.testing.checkpoints import CheckpointConformance
+from sandbox_runtime.backend_kit.testing.leases import LeaseConformance
 
 __all__ = ["SandboxConformance"]
 
 _GIT = "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 
 
-class SandboxConformance(CheckpointConformance):
+class SandboxConformance(CheckpointConformance, LeaseConformance):
     """Mixin of conformance tests; subclasses provide a ``sandbox_config`` fixture.
 
     The checkpoint, fork and pause tests with the determinism canary come from

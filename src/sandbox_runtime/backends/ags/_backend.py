@@ -80,6 +80,7 @@ from sandbox_runtime.errors import (
 )
 
 from . import _checkpoints, _e2b_plane
+from . import _lease
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
@@ -102,7 +103,9 @@ class AgsBackend(Backend[AgsOptions]):
     name = "ags"
     options_model = AgsOptions
     extra = "ags"
-    capabilities = frozenset({Capability.RECONNECT, Capability.STREAMING})
+    capabilities = frozenset(
+        {Capability.RECONNECT, Capability.STREAMING, Capability.EXTEND_LIFETIME}
+    )
     #: What the cloud control plane adds (snapshots; docs/checkpoints.md).
     _CLOUD_CHECKPOINTS = frozenset({Capability.CHECKPOINT_FILESYSTEM, Capability.FORK})
     #: What ``memory_snapshots`` adds on the cloud control plane.
@@ -491,6 +494,35 @@ class AgsBackend(Backend[AgsOptions]):
             return session is not None and session.healthy()
         except (SandboxError, *_NETWORK_ERRORS):
             return False
+
+    # -- lifetime (docs/leases.md; the calls are in _lease) ----------------------------------
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Move the instance's ``Timeout`` so that it ends at ``expires_at`` (at least 30 s)."""
+        instance_id = self._instance_id
+        if self._stopped or instance_id is None:
+            raise SandboxGoneError("the AGS instance is not running")
+        seconds = expires_at - time.time()
+        try:
+            if self._plane == "cloud":
+                _lease.set_cloud_timeout(self._cloud_client(), instance_id, expires_at)
+            else:
+                _lease.set_e2b_timeout(self._e2b_api(), instance_id, seconds)
+        except (AgsApiError, E2bApiError) as exc:
+            if _lease.is_gone_error(exc) or getattr(exc, "status", None) == 404:
+                raise SandboxGoneError(f"AGS instance {instance_id} is gone: {exc}") from exc
+            raise
+
+    def max_expiry(self, started_at: float) -> float | None:
+        """AGS ends every instance 24 h after its start at the latest."""
+        return started_at + _lease.MAX_LIFETIME_S
+
+    def gone_cause(self) -> str:
+        """The instance's ``StopReason`` (Cloud API); the E2B API forgets stopped ones."""
+        if self._instance_id is None or self._plane != "cloud":
+            return "unknown"
+        info = self._cloud_client().describe_instance(self._instance_id)
+        return "unknown" if info is None else _lease.cause_of_stop(info.status, info.stop_reason)
 
     def _listed_running(self) -> bool:
         """Whether the control plane still lists the instance as running.

@@ -36,8 +36,14 @@ logger = logging.getLogger("sandbox_runtime.ags")
 _LIVE = ("STARTING", "RUNNING", "PAUSED")
 
 
-def live_instances(opts: AgsOptions) -> list[tuple[str, str, dict[str, str]]]:
-    """``(instance id, status, metadata)`` of this library's starting or running instances."""
+def live_instances(
+    opts: AgsOptions, ends: dict[str, float] | None = None
+) -> list[tuple[str, str, dict[str, str]]]:
+    """``(instance id, status, metadata)`` of this library's starting or running instances.
+
+    On the E2B plane, ``ends`` receives each one's end as the service has it (an extended
+    instance's metadata keeps its first end; the Cloud API's is moved with it).
+    """
     if opts.resolved_control_plane == "cloud":
         client = cloud_client(opts)
         return [
@@ -55,7 +61,7 @@ def live_instances(opts: AgsOptions) -> list[tuple[str, str, dict[str, str]]]:
     try:
         return [
             (sandbox_id, "RUNNING", metadata)
-            for sandbox_id, metadata in api.list_running({MANAGED: "true"})
+            for sandbox_id, metadata in api.list_running({MANAGED: "true"}, ends)
         ]
     finally:
         api.close()
@@ -64,8 +70,12 @@ def live_instances(opts: AgsOptions) -> list[tuple[str, str, dict[str, str]]]:
 def reap_instances(opts: AgsOptions, *, dry_run: bool = False) -> list[tuple[str, str]]:
     """``(instance id, reason)`` of every instance stopped (or, dry, that would be)."""
     reaped: list[tuple[str, str]] = []
-    for instance_id, _status, metadata in live_instances(opts):
+    ends: dict[str, float] = {}
+    for instance_id, _status, metadata in live_instances(opts, ends):
         reason = why_reapable(metadata)
+        if reason == "expired" and instance_id in ends:
+            # Extended through the E2B API, whose metadata cannot follow (docs/leases.md).
+            reason = why_reapable(metadata, expires_at=ends[instance_id])
         if reason is None:
             continue
         reaped.append((instance_id, reason))

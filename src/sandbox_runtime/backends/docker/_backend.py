@@ -48,28 +48,30 @@ from sandbox_runtime.backend_kit import (
     checkpoint_labels,
     kill_group_script,
     make_labels,
+    new_lease_key,
     new_token,
     why_reapable,
     wrapped_argv,
+    write_end_script,
 )
 from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
     agent_directory,
-    launch_command,
     restart_command,
 )
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
+    CapabilityUnsupportedError,
     SandboxFileNotFoundError,
     SandboxGoneError,
     SandboxStartError,
     SandboxTimeoutError,
 )
 
-from . import _checkpoints
+from . import _checkpoints, _lease
 from ._client import (
     docker,
     engine_client,
@@ -107,6 +109,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             Capability.CHECKPOINT_FILESYSTEM,
             Capability.FORK,
             Capability.PAUSE,
+            Capability.EXTEND_LIFETIME,
         }
     )
     # A burst of hundreds of creates makes dockerd time out; 64 at once on a 2-core host
@@ -122,6 +125,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         self._shell = "bash"
         self._agent: AgentLink | None = None
         self._agent_dir = agent_directory()
+        self._lease_key: str | None = None
 
     @classmethod
     def engine_key(cls, options: BackendOptions) -> str:
@@ -228,11 +232,14 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             workdir=config.workdir,
         )
         labels[_BACKEND_LABEL] = self.name
-        lifetime = int(config.lifetime + 0.999)
-        entrypoint, command = ["sleep"], [str(lifetime)]
-        if agent:
-            launch = launch_command(lifetime, self._agent_dir)
-            entrypoint, command = launch[:3], launch[3:]
+        self._lease_key = new_lease_key()
+        labels[_lease.LEASE_KEY_LABEL] = self._lease_key
+        entrypoint, command = _lease.container_command(
+            lifetime=config.lifetime,
+            max_lifetime=config.max_lifetime,
+            key=self._lease_key,
+            agent_dir=self._agent_dir if agent else None,
+        )
 
         def create() -> str:
             try:
@@ -395,6 +402,33 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         except docker.errors.NotFound:
             return False
         return bool(state.get("Running")) and not state.get("Paused")
+
+    # -- lifetime (docs/leases.md) ---------------------------------------------------------
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Write the container's lease file; its timer ends it there (see ``_lease``)."""
+        container = self._container_id()
+        if self._lease_key is None:
+            labels = self._call("inspect", lambda: self._api.inspect_container(container))
+            self._lease_key = (labels.get("Config", {}).get("Labels") or {}).get(
+                _lease.LEASE_KEY_LABEL
+            )
+        if not self._lease_key:
+            raise CapabilityUnsupportedError(
+                Capability.EXTEND_LIFETIME.value, self.name, "the container has no lease file"
+            )
+        request = ExecRequest(
+            command=write_end_script(expires_at, self._lease_key), cwd="/", timeout=60
+        )
+        result = self.exec(request)
+        if result.exit_code != 0:
+            if not self.is_alive():
+                raise SandboxGoneError(f"container {container[:12]} is gone")
+            raise BackendError(f"cannot move the container's end: {result.output.strip()}")
+
+    def gone_cause(self) -> str:
+        """What the engine still knows of the container's end (``_lease.gone_cause``)."""
+        return _lease.gone_cause(self._api, self._container)
 
     # -- checkpoints, forks, pause (docs/checkpoints.md) ----------------------------------
 
@@ -615,8 +649,13 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         reaped: list[ReapedSandbox] = []
         for summary in api.containers(all=True, filters={"label": f"{MANAGED}=true"}):
             labels = summary.get("Labels") or {}
-            reason = why_reapable(labels)
             state = summary.get("State")
+            reason = why_reapable(labels)
+            if reason == "expired" and state == "running":
+                # Past its label's end yet running: extended, unless its lease says so too.
+                reason = why_reapable(
+                    labels, expires_at=_lease.leased_end(api, str(summary["Id"]), labels)
+                )
             age = time.time() - float(summary.get("Created") or time.time())
             # An exited container should have been auto-removed; one that lingers is debris.
             # "created" is never debris by itself: its owner may be about to start it.

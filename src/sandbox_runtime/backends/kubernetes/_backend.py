@@ -17,7 +17,6 @@ routes from here (in the cluster, or a local one), the in-sandbox agent
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 import time
 import uuid
@@ -44,10 +43,12 @@ from sandbox_runtime.backend_kit import (
     check_cwd,
     kill_group_script,
     limiter_for,
+    new_lease_key,
     new_token,
     shell_text,
     why_reapable,
     wrapped_argv,
+    write_end_script,
 )
 from sandbox_runtime.backend_kit.agent import (
     AgentLink,
@@ -55,7 +56,6 @@ from sandbox_runtime.backend_kit.agent import (
     agent_archive,
     agent_directory,
     fallback_directory,
-    launch_command,
 )
 from sandbox_runtime.errors import (
     BackendError,
@@ -69,6 +69,7 @@ from sandbox_runtime.errors import (
 )
 
 from ._checkpoints import store_for
+from . import _lease
 from ._client import (
     ApiException,
     Cluster,
@@ -166,12 +167,14 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             Capability.STREAMING,
             Capability.CHECKPOINT_FILESYSTEM,
             Capability.FORK,
+            Capability.EXTEND_LIFETIME,
         }
     )
 
     def __init__(self, config: SandboxConfig, options: KubernetesOptions) -> None:
         super().__init__(config, options)
         self._pod = options.name_prefix + uuid.uuid4().hex[:16]
+        self._lease_key = new_lease_key()
         self._cluster: Cluster | None = None
         self._started = False
         self._shell = "bash"
@@ -223,7 +226,6 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
 
     def _manifest(self) -> dict[str, Any]:
         config, opts = self.config, self.options
-        lifetime = max(1, math.ceil(config.lifetime))
         labels, annotations = pod_metadata(
             lifetime=config.lifetime,
             run_id=config.run_id,
@@ -239,16 +241,19 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             "name": CONTAINER,
             "image": config.image,
             "imagePullPolicy": opts.image_pull_policy,
-            "command": ["sleep", str(lifetime)]
-            if opts.agent == "off"
-            else launch_command(lifetime, self._agent_dir, fallback_directory(self._agent_dir)),
+            "command": _lease.container_command(
+                config,
+                self._lease_key,
+                None if opts.agent == "off" else self._agent_dir,
+                fallback_directory(self._agent_dir),
+            ),
             "workingDir": config.workdir,
             "env": [{"name": k, "value": v} for k, v in config.env.items()],
             "resources": {"requests": resources, "limits": resources} if resources else {},
         }
         spec: dict[str, Any] = {
             "restartPolicy": "Never",
-            "activeDeadlineSeconds": lifetime,
+            "activeDeadlineSeconds": _lease.deadline_seconds(config),
             "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": opts.automount_service_account_token,
             "enableServiceLinks": False,
@@ -262,6 +267,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             spec["runtimeClassName"] = opts.runtime_class_name
         if opts.image_pull_secrets:
             spec["imagePullSecrets"] = [{"name": name} for name in opts.image_pull_secrets]
+        labels[_lease.LEASE_KEY] = self._lease_key
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -531,6 +537,44 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             return False
         return pod is not None and _running(pod)
 
+    # -- lifetime (docs/leases.md; the rules are in _lease) -----------------------------------
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Write the pod's lease file (its timer ends it there), then move its labels' end."""
+        request = ExecRequest(
+            command=write_end_script(expires_at, self._lease_key), cwd="/", timeout=60
+        )
+        result = self.exec(request)
+        if result.exit_code != 0:
+            if not self.is_alive():
+                raise SandboxGoneError(f"pod {self._pod} is gone")
+            raise BackendError(f"cannot move the pod's end: {result.output.strip()}")
+        cluster = self.cluster
+
+        def patch() -> Any:
+            return cluster.api.patch_namespaced_pod(
+                self._pod,
+                cluster.namespace,
+                _lease.expiry_patch(expires_at),
+                _preload_content=False,
+                _request_timeout=self.options.api_timeout,
+            )
+
+        try:
+            self._call("patch pod", patch)
+        except ApiException as exc:
+            if status_code(exc) == 404:
+                raise SandboxGoneError(f"pod {self._pod} is gone") from exc
+            raise _explain_refusal(exc, cluster, "patch pods") from exc
+
+    def max_expiry(self, started_at: float) -> float | None:
+        """The pod's ``activeDeadlineSeconds`` ends it whatever its lease says."""
+        return started_at + _lease.deadline_seconds(self.config)
+
+    def gone_cause(self) -> str:
+        """The pod's end as its status tells it (``_lease.gone_cause``)."""
+        return _lease.gone_cause(self._read(self.cluster))
+
     # -- commands ----------------------------------------------------------------------------
 
     def _exec_argv(
@@ -712,6 +756,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             raise SandboxGoneError(f"pod {sandbox_id!r} is not a sandbox of this library")
         if not _running(pod):
             raise SandboxGoneError(f"pod {sandbox_id!r} is not running")
+        self._lease_key = labels.get(_lease.LEASE_KEY, self._lease_key)
         self._started = True
         self._prepare(time.monotonic() + self.config.start_timeout)
 

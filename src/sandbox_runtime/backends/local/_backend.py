@@ -40,11 +40,13 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
 from sandbox_runtime.backend_kit import (
+    LABEL_PREFIX,
     TOKEN_VAR,
     Availability,
     Backend,
@@ -66,6 +68,7 @@ from sandbox_runtime.backend_kit import (
     read_meta,
     unpack_download,
     why_reapable,
+    with_expiry,
     write_directory_archive,
     write_meta,
     write_tree_archive,
@@ -97,13 +100,28 @@ _MARKER_VAR = "SANDBOX_RUNTIME_ID"
 # Namespace isolation: the host's top-level entries bound into the sandbox's root, decided
 # once at start (the stand-ins made for them then sit in the root like the sandbox's own).
 _HOST_ENTRIES = "host-entries.json"
-# Runs detached; after the lifetime it kills every process carrying the sandbox's marker
-# and removes the sandbox directory.  $1 seconds, $2 marker, $3 directory.
+# The sandbox's end (epoch seconds) that its watchdog reads; moved by ``set_expiry``.
+_LEASE = "expires-at"
+# Runs detached; at the end it kills every process carrying the sandbox's marker and
+# removes the sandbox directory.  $1 seconds, $2 marker, $3 directory, $4 the lease file
+# (the end in epoch seconds, written by ``set_expiry``; re-read before giving up, so an
+# extension is always seen), $5 the hard cap in epoch seconds (0: none).
 _WATCHDOG = (
-    'sleep "$1"; for e in /proc/[0-9]*/environ; do '
+    "e=$(( $(date +%s) + $1 + 1 )); while :; do "
+    'if [ -s "$4" ]; then read -r x < "$4"; case "$x" in ""|*[!0-9]*) ;; *) e=$x;; esac; fi; '
+    'if [ "$5" -gt 0 ] && [ "$e" -gt "$5" ]; then e=$5; fi; '
+    'r=$(( e - $(date +%s) )); [ "$r" -le 0 ] && break; [ "$r" -gt 5 ] && r=5; '
+    'sleep "$r"; done; for e in /proc/[0-9]*/environ; do '
     'grep -qszxF "$2" "$e" && p=${e#/proc/} && kill -9 "${p%/environ}" 2>/dev/null; done; '
     'rm -rf -- "$3"'
 )
+
+
+def _cap_at(config: SandboxConfig) -> int:
+    """The hard cap for the watchdog (epoch seconds; 0: none)."""
+    if config.max_lifetime is None:
+        return 0
+    return int(time.time() + config.max_lifetime)
 
 
 def _default_base_dir() -> Path:
@@ -182,6 +200,7 @@ class LocalBackend(Backend[LocalOptions]):
             Capability.STREAMING,
             Capability.CHECKPOINT_FILESYSTEM,
             Capability.FORK,
+            Capability.EXTEND_LIFETIME,
             Capability.PAUSE,
         }
     )
@@ -285,6 +304,8 @@ class LocalBackend(Backend[LocalOptions]):
                     str(int(self.config.lifetime + 0.999)),
                     self._marker,
                     str(self._home),
+                    str(self._home / _LEASE),
+                    str(_cap_at(self.config)),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -366,6 +387,33 @@ class LocalBackend(Backend[LocalOptions]):
             if meta is not None and (home / "root").is_dir():
                 found.append(SandboxInfo.from_labels(cls.name, str(meta["id"]), meta["labels"]))
         return found
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Move the end: the watchdog's lease file first, then the record ``reap`` reads."""
+        self._alive_or_raise()
+        meta = read_meta(self._home)
+        if meta is None:
+            raise SandboxGoneError(f"local sandbox {self._id} is gone")
+        end = int(expires_at + 0.999)
+        partial = self._home / f".{_LEASE}.partial"
+        try:
+            partial.write_text(f"{end}\n", encoding="ascii")
+            os.replace(partial, self._home / _LEASE)
+            write_meta(self._home, {**meta, "labels": with_expiry(meta["labels"], end)})
+        except OSError as exc:
+            if not self._root.is_dir():
+                raise SandboxGoneError(f"local sandbox {self._id} is gone") from exc
+            raise SandboxError(f"cannot move the end of local sandbox {self._id}: {exc}") from exc
+
+    def gone_cause(self) -> str:
+        """``expired`` when the record's end has passed, else ``killed`` (reaped or removed)."""
+        meta = read_meta(self._home)
+        labels = meta.get("labels", {}) if meta else {}
+        ends = labels.get(f"{LABEL_PREFIX}.expires-at")
+        try:
+            return "expired" if ends is not None and float(ends) <= time.time() + 1 else "killed"
+        except ValueError:
+            return "unknown"
 
     def is_alive(self) -> bool:
         """True until stopped, reaped, or expired (the directory is gone)."""

@@ -188,3 +188,14 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
 
     def is_alive(self) -> bool:
         return self._engine.is_alive()
+
+    # Lifetimes are the engine's too (docs/leases.md).
+
+    def set_expiry(self, expires_at: float) -> None:
+        self._engine.set_expiry(expires_at)
+
+    def max_expiry(self, started_at: float) -> float | None:
+        return self._engine.max_expiry(started_at)
+
+    def gone_cause(self) -> str:
+        return self._engine.gone_cause()

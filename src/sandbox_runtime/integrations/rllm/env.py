@@ -46,6 +46,13 @@ they cannot run (``local`` with ``isolation="none"``) ``reset`` raises
 :class:`~sandbox_runtime.ToolUnavailableError` saying what to change, and a step whose script
 is gone raises it: never a ``command not found`` observation.
 
+Lifetimes (docs/leases.md): the sandbox starts with a lifetime sized from the episode's budget
+(``max_steps`` x ``step_timeout`` for commands and as much for model requests, then the reward
+timeout and a grading headroom), the environment holds a lease on it while it has it (model
+time between steps is bounded by nothing here), and ``compute_final_reward`` makes sure the
+grading fits before it starts; ``max_lifetime`` is a hard cap.  Where a backend's cap is shorter
+than an episode may need, one warning says so at the first environment.
+
 When rLLM is installed, :class:`SWEEnv` subclasses its ``BaseEnv``; without it the class has
 the same methods, so nothing here needs rLLM to run or to be tested.
 """
@@ -53,6 +60,7 @@ the same methods, so nothing here needs rLLM to run or to be tested.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -70,7 +78,7 @@ from sandbox_runtime.integrations.r2egym import (
     timeout_message,
     tool_files,
 )
-from sandbox_runtime.swe import tamper
+from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
     FINISHED,
@@ -88,7 +96,7 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
-from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+from sandbox_runtime.swe.runner import RunOptions, task_lifetime, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 
@@ -102,6 +110,8 @@ else:
 
 __all__ = ["SETTINGS", "SWEEnv"]
 
+logger = logging.getLogger("sandbox_runtime.rllm")
+
 #: ``from_dict`` keys that configure the environment rather than describe the task.
 SETTINGS = (
     "backend",
@@ -114,7 +124,30 @@ SETTINGS = (
     "tools",
     "grade_in",
     "grading",
+    "max_steps",
+    "max_lifetime",
 )
+_cap_warnings: set[str] = set()
+_cap_warnings_lock = threading.Lock()
+
+
+def _warn_once_about_caps(task: Task, options: RunOptions) -> None:
+    """One warning per process when the backend's cap is shorter than an episode may need."""
+    try:
+        warning = lifetimes.cap_warning(
+            task_sandbox_config(task, options), task_lifetime(task, options)
+        )
+    except SandboxError:
+        return  # the configuration's own error comes at reset
+    if warning is None:
+        return
+    with _cap_warnings_lock:
+        if warning in _cap_warnings:
+            return
+        _cap_warnings.add(warning)
+    logger.warning("SWEEnv: %s", warning)
+
+
 #: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
 
@@ -144,6 +177,8 @@ class SWEEnv(_EnvBase):
         tools: Literal["auto", "r2egym", "builtin"] = "auto",
         grade_in: str | None = None,
         grading: str = GradingMode.STRICT.value,
+        max_steps: int = 50,
+        max_lifetime: float | None = None,
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -152,7 +187,10 @@ class SWEEnv(_EnvBase):
             test_timeout=reward_timeout,
             base_image=base_image,
             backend_options=dict(backend_options or {}),
+            max_steps=max_steps,
+            max_lifetime=max_lifetime,
         )
+        _warn_once_about_caps(self.task, self.options)
         self.max_output_chars = max_output_chars
         self.blocked_commands = tuple(blocked_commands)
         scripts = tool_files() if tools in ("auto", "r2egym") else []
@@ -191,6 +229,7 @@ class SWEEnv(_EnvBase):
             sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
             try:
                 sandbox.start()
+                lifetimes.hold_lease(sandbox, self._grading_seconds_needed())
                 prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
                 self._install_scripts(sandbox)
@@ -296,6 +335,9 @@ class SWEEnv(_EnvBase):
         sandbox = self._require_sandbox()
         try:
             patch = sandbox.diff()
+            if self.grade_in is not GradeIn.FRESH:
+                # The sandbox holding the ungraded patch must outlive its grading.
+                lifetimes.ensure_remaining(sandbox, self._grading_seconds_needed())
         except SandboxError as exc:  # the episode's sandbox is gone: nothing can be graded
             self.last_grade = GradeResult(
                 None,
@@ -364,6 +406,9 @@ class SWEEnv(_EnvBase):
     def __repr__(self) -> str:
         state = self.sandbox.id if self.sandbox is not None else "no sandbox"
         return f"SWEEnv(task={self.task.task_id!r}, backend={self.options.backend!r}, {state})"
+
+    def _grading_seconds_needed(self) -> float:
+        return lifetimes.grading_seconds(self.options.test_timeout)
 
     def _require_sandbox(self) -> SandboxRuntime:
         if self.sandbox is None:

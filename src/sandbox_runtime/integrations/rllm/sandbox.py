@@ -74,7 +74,9 @@ class RLLMSandbox:
     absolute paths such as ``/app``; on ``local`` they need ``isolation: namespace``).  A
     backend whose images are host directories (``local``) ignores a container image name, as
     rLLM's local backend does.  Other keyword arguments (rLLM's resource hints such as
-    ``cpu`` or ``memory``) are accepted and ignored.
+    ``cpu`` or ``memory``) are accepted and ignored.  ``lifetime`` is the first lifetime; a
+    lease of ``lease`` seconds (``None``: none) keeps the sandbox while this process holds
+    it, up to ``max_lifetime`` (docs/leases.md).
     """
 
     def __init__(
@@ -86,6 +88,8 @@ class RLLMSandbox:
         backend_options: Mapping[str, Any] | None = None,
         workdir: str = "/",
         lifetime: float = 4 * 3600.0,
+        lease: float | None = 900.0,
+        max_lifetime: float | None = None,
         **ignored: Any,
     ) -> None:
         if ignored:
@@ -102,10 +106,19 @@ class RLLMSandbox:
             image=image,
             workdir=workdir,
             lifetime=lifetime,
+            max_lifetime=max_lifetime,
             labels={"rllm-name": re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:63]},
             options=dict(backend_options or {}),
         )
         self.runtime = SandboxRuntime(config).start()
+        if (
+            lease is not None
+            and Capability.EXTEND_LIFETIME
+            in self.runtime.backend.capabilities_for(self.runtime.backend.options)
+        ):
+            # rLLM holds the sandbox for as long as its episode and grading take, which no
+            # budget here knows: a lease keeps it while this process holds it (docs/leases.md).
+            self.runtime.keep_alive(lease=lease)
 
     def exec(self, command: str, timeout: float | None = None, user: str | None = None) -> str:
         """Run shell text; its stdout, or :class:`CommandFailedError` on a non-zero exit."""
