@@ -129,7 +129,7 @@ __all__ = [
     "with_expiry",
     "wrapped_argv",
     "write_directory_archive",
-    "write_meta",
     "write_end_script",
+    "write_meta",
     "write_tree_archive",
 ]

@@ -79,8 +79,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from . import _checkpoints, _e2b_plane
-from . import _lease
+from . import _checkpoints, _e2b_plane, _lease
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api

@@ -20,9 +20,9 @@ import time
 from typing import Any
 
 from sandbox_runtime.backend_kit import MANAGED, with_expiry
+from sandbox_runtime.backend_kit.agent import E2bApi
 
 from ._cloud import AgsApiError, AgsCloudClient
-from ._e2b_api import E2bApi
 
 __all__ = [
     "MAX_LIFETIME_S",

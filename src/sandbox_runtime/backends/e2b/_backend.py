@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import BinaryIO, TypeVar
@@ -76,7 +78,9 @@ _MIN_LIFETIME, _MAX_LIFETIME = 30, 24 * 3600
 #: Metadata key naming one create request: a create whose answer was lost is found by it.
 _CREATE_TOKEN = "sandbox-runtime.create-token"
 _NETWORK_ERRORS = (httpx.HTTPError, OSError)
-_BASE_CAPABILITIES = frozenset({Capability.RECONNECT, Capability.STREAMING})
+_BASE_CAPABILITIES = frozenset(
+    {Capability.RECONNECT, Capability.STREAMING, Capability.EXTEND_LIFETIME}
+)
 
 
 def features(opts: E2bOptions) -> ServiceFeatures:
@@ -162,8 +166,10 @@ class E2bBackend(Backend[E2bOptions]):
         opts, api = cls._class_api(options)
         try:
             reaped = _checkpoints.store_for(opts).reap(cls.name, dry_run=dry_run)
-            for sandbox_id, metadata in api.list_running({MANAGED: "true"}):
-                reason = why_reapable(metadata)
+            ends: dict[str, float] = {}
+            for sandbox_id, metadata in api.list_running({MANAGED: "true"}, ends):
+                # The service's end follows an extension; the metadata keeps the first one.
+                reason = why_reapable(metadata, expires_at=ends.get(sandbox_id))
                 if reason is not None:
                     if not dry_run:
                         api.kill(sandbox_id)
@@ -349,6 +355,22 @@ class E2bBackend(Backend[E2bOptions]):
             return session.healthy()
         except (SandboxError, *_NETWORK_ERRORS):
             return False
+
+    # -- lifetime (docs/leases.md) ---------------------------------------------------------
+
+    def set_expiry(self, expires_at: float) -> None:
+        """Move the sandbox's end through the service's timeout route (``/timeout``)."""
+        seconds = max(1, math.ceil(expires_at - time.time()))
+        try:
+            self._control().set_timeout(self.sandbox_id, seconds)
+        except E2bApiError as exc:
+            if exc.status == 404:
+                raise SandboxGoneError(f"e2b sandbox {self.sandbox_id} is gone: {exc}") from exc
+            raise
+
+    def max_expiry(self, started_at: float) -> float | None:
+        """The 24 h every e2b-protocol service caps a sandbox at (e2b Pro; AGS)."""
+        return started_at + _MAX_LIFETIME
 
     def _listed_running(self) -> bool:
         """Whether the control plane still knows the sandbox (asked when envd says "not found")."""

@@ -68,8 +68,8 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from ._checkpoints import store_for
 from . import _lease
+from ._checkpoints import store_for
 from ._client import (
     ApiException,
     Cluster,
