@@ -1,18 +1,25 @@
 """Checkpoints of local sandboxes: copies of the sandbox tree under ``base_dir``.
 
-A checkpoint is ``<base_dir>/ckpt-<hex>/root``, a copy of the sandbox's root made with
-``cp -a --reflink=auto``: on a filesystem with reflinks (btrfs, xfs formatted with
-``reflink=1``, bcachefs) file data is shared copy-on-write and only metadata is written; on
-others (ext4, tmpfs, overlayfs) it is a plain copy.  Next to it, ``meta.json`` holds the
-ownership labels, written before the copy so that a client killed mid-copy leaves something
-reap can judge, and ``host-entries.json`` (namespace isolation) the host directories the
-root's stand-ins show, which a sandbox started from the checkpoint binds the same way.
+A checkpoint is ``<base_dir>/ckpt-<hex>/root``, a copy of the sandbox's root made by
+``_tree_copy.TreeCopier``: on a filesystem with reflinks (btrfs, xfs formatted with
+``reflink=1``, bcachefs) file data is cloned copy-on-write and only metadata is written; on
+others (ext4, tmpfs, overlayfs) the data is copied in the kernel.  ``cp -a`` is the fallback
+for what that copier cannot make (device nodes without the right to make them).  Next to
+the copy, ``meta.json`` holds the ownership labels, written before the copy so that a client
+killed mid-copy leaves something reap can judge; ``host-entries.json`` (namespace
+isolation) the host directories the root's stand-ins show, which a sandbox started from the
+checkpoint binds the same way; and ``stamps.json`` the stamps of the root of the sandbox
+that last took or rolled back to it (``_rollback``), so that a rollback restores only what
+changed.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +28,7 @@ from sandbox_runtime.backend_kit import Checkpoint, ReapedSandbox, why_reapable
 from sandbox_runtime.errors import BackendError, CheckpointNotFoundError
 
 from ._records import abandoned_without_record, read_meta, write_meta
+from ._tree_copy import CopyUnsupported, Stamp, TreeCopier, scan_tree
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -29,12 +37,15 @@ __all__ = [
     "copy_tree",
     "delete",
     "listing",
+    "read_stamps",
     "reap",
     "save",
+    "write_stamps",
 ]
 
 CHECKPOINT_PREFIX = "local-ckpt-"
 HOST_ENTRIES = "host-entries.json"
+STAMPS = "stamps.json"
 
 
 def checkpoint_home(base: Path, checkpoint_id: str) -> Path:
@@ -44,12 +55,27 @@ def checkpoint_home(base: Path, checkpoint_id: str) -> Path:
     return base / f"ckpt-{checkpoint_id.removeprefix(CHECKPOINT_PREFIX)}"
 
 
-def copy_tree(source: Path, target: Path) -> None:
-    """Copy ``source`` to the new path ``target``: modes, times, links and holes kept.
+def copy_tree(source: Path, target: Path) -> dict[str, Stamp]:
+    """Copy ``source`` to the new path ``target`` (modes, owners, times, links, holes kept).
 
-    ``cp -a --reflink=auto`` shares file data where the filesystem can (see the module
-    docstring) and copies it where it cannot; without GNU cp, a Python copy of the tree.
+    Returns the stamps of ``source``'s paths read during the copy (``_tree_copy``): what
+    proves later that a path still holds what the copy holds.
     """
+    since = time.time_ns()
+    copier = TreeCopier(since)
+    try:
+        copier.copy(str(source), str(target), "", os.lstat(source))
+    except CopyUnsupported:
+        shutil.rmtree(target, ignore_errors=True)
+        # Stamps read before ``cp -a`` are as good: a path changed after them stamps anew.
+        stamps = scan_tree(str(source), since)
+        copy_with_cp(source, target)
+        return stamps
+    return copier.stamps
+
+
+def copy_with_cp(source: Path, target: Path) -> None:
+    """``cp -a --reflink=auto``; without GNU cp, a Python copy of the tree."""
     cp = shutil.which("cp")
     if cp is not None:
         done = subprocess.run(
@@ -65,14 +91,43 @@ def copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, symlinks=True)
 
 
+def _root_identity(root: Path) -> list[int]:
+    info = os.lstat(root)
+    return [info.st_dev, info.st_ino]
+
+
+def write_stamps(home: Path, sandbox_id: str, root: Path, stamps: dict[str, Stamp]) -> None:
+    """Note, in checkpoint ``home``, the stamps of ``root`` of sandbox ``sandbox_id``.
+
+    Written whole or not at all; the last sandbox to take or roll back to the checkpoint
+    owns the file (another sandbox's rollback then finds a record not its own).
+    """
+    record = {"sandbox": sandbox_id, "root": _root_identity(root), "stamps": stamps}
+    partial = home / f".{STAMPS}.{uuid.uuid4().hex[:8]}"
+    partial.write_text(json.dumps(record, separators=(",", ":")), encoding="utf-8")
+    os.replace(partial, home / STAMPS)
+
+
+def read_stamps(home: Path, sandbox_id: str, root: Path) -> dict[str, Stamp] | None:
+    """The stamps noted for this very root (same sandbox, same directory), else ``None``."""
+    try:
+        record = json.loads((home / STAMPS).read_text(encoding="utf-8"))
+        if record["sandbox"] != sandbox_id or record["root"] != _root_identity(root):
+            return None
+        return {rel: tuple(stamp) for rel, stamp in record["stamps"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def save(
     base: Path,
-    root: Path,
+    source: tuple[str, Path],
     labels: dict[str, str],
     host_entries: Path | None,
     remove_tree: Callable[[Path], None],
 ) -> Checkpoint:
-    """Copy ``root`` into a new checkpoint under ``base`` carrying ``labels``."""
+    """Copy the root of ``source`` (sandbox id, root) into a new checkpoint under ``base``."""
+    sandbox_id, root = source
     checkpoint_id = CHECKPOINT_PREFIX + uuid.uuid4().hex[:16]
     home = checkpoint_home(base, checkpoint_id)
     home.mkdir(mode=0o700, parents=True)
@@ -80,7 +135,7 @@ def save(
         write_meta(home, {"id": checkpoint_id, "labels": labels})
         if host_entries is not None and host_entries.is_file():
             shutil.copyfile(host_entries, home / HOST_ENTRIES)
-        copy_tree(root, home / "root")
+        write_stamps(home, sandbox_id, root, copy_tree(root, home / "root"))
     except BaseException:
         remove_tree(home)
         raise
