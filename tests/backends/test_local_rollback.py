@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import SandboxRuntime, delete_checkpoint
-from sandbox_runtime.backends.local import _checkpoints
+from sandbox_runtime.backends.local import _checkpoints, _tree_copy
 from sandbox_runtime.backends.local._tree_copy import TreeCopier
 
 Tree = dict[str, tuple[object, ...]]
@@ -166,3 +166,33 @@ def test_copier_stamps_only_what_is_old_enough(tmp_path: Path) -> None:
     late.copy(str(source), str(tmp_path / "copy2"), "", os.lstat(source))
     assert "a" in late.stamps
     assert (tmp_path / "copy2/a").read_text() == "a"
+
+
+def test_many_files_are_copied_in_parallel_exactly(sandbox: SandboxRuntime) -> None:
+    sandbox.exec(
+        "mkdir -p big && cd big && for d in 0 1 2 3 4 5; do mkdir d$d; "
+        "for i in $(seq 100); do echo $d-$i > d$d/f$i; done; done && "
+        "ln d0/f1 d5/link && chmod 600 d1/f1 && chmod 4755 d2/f2 && touch -d 2001-01-01 d3",
+        check=True,
+    )
+    checkpoint = sandbox.checkpoint()
+    assert _tree(_root(sandbox)) == _tree(_saved(sandbox, checkpoint.id))
+    sandbox.exec("cd big && rm -r d4 && echo x > d0/f1 && chmod 644 d2/f2", check=True)
+    sandbox.rollback(checkpoint)
+    assert _tree(_root(sandbox)) == _tree(_saved(sandbox, checkpoint.id))
+
+
+def test_the_cp_route_stamps_as_well(
+    sandbox: SandboxRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``cp -a`` copies (reflink filesystems), stamps come from a scan before it."""
+    monkeypatch.setattr(
+        _checkpoints, "CP_FILESYSTEMS", frozenset({_tree_copy.filesystem_type("/tmp"), ""})
+    )
+    sandbox.exec(_SETUP, check=True)
+    checkpoint = sandbox.checkpoint()
+    root_inode = os.lstat(_root(sandbox)).st_ino
+    sandbox.exec(_CHANGES, check=True)
+    sandbox.rollback(checkpoint)
+    assert _tree(_root(sandbox)) == _tree(_saved(sandbox, checkpoint.id))
+    assert os.lstat(_root(sandbox)).st_ino == root_inode  # restored in place

@@ -29,12 +29,14 @@ import errno
 import fcntl
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "RACY_MARGIN_NS",
     "CopyUnsupported",
     "Stamp",
     "TreeCopier",
+    "filesystem_type",
     "scan_tree",
     "set_owner_mode_times",
     "stamp_of",
@@ -45,6 +47,9 @@ __all__ = [
 RACY_MARGIN_NS = 12_000_000
 _COARSE_MARGIN_NS = 2_000_000_000
 _FICLONE = 0x40049409
+# Threads copying file data, and from how many files they are worth starting.
+_MAX_WORKERS = 4
+_PARALLEL_FROM = 256
 # Errors meaning "this filesystem cannot clone (these two files)": copy the data instead.
 _NO_CLONE = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS}
 
@@ -95,6 +100,37 @@ def scan_tree(root: str, since_ns: int, rel: str = "") -> dict[str, Stamp]:
     return stamps
 
 
+def filesystem_type(path: str) -> str:
+    """The type of the filesystem ``path`` is on (``/proc/self/mountinfo``), or ``""``."""
+    real, found, depth = os.path.realpath(path), "", -1
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                point = fields[4].replace("\\040", " ")
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > depth:
+                    found, depth = fields[fields.index("-") + 1], len(point)
+    except (OSError, ValueError, IndexError):
+        return ""
+    return found
+
+
+def _finish_dir(source: str, target: str, info: os.stat_result) -> None:
+    """A copied directory's extended attributes, owner, mode and times."""
+    with contextlib.suppress(OSError):
+        fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            target_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                _copy_xattrs(fd, target_fd)
+            finally:
+                os.close(target_fd)
+        finally:
+            os.close(fd)
+    set_owner_mode_times(target, info)
+
+
 def _copy_xattrs(source: int, target: int) -> None:
     """Extended attributes (ACLs, capabilities) as ``cp -a`` keeps them, where permitted."""
     try:
@@ -106,13 +142,40 @@ def _copy_xattrs(source: int, target: int) -> None:
             os.setxattr(target, name, os.getxattr(source, name))
 
 
-def set_owner_mode_times(target: int | str, info: os.stat_result) -> None:
+def set_owner_mode_times(
+    target: int | str, info: os.stat_result, mode_is_set: bool = False
+) -> None:
     """Owner (where allowed, as ``cp -a`` does), mode, then times: chmod/chown move no mtime."""
     if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
         with contextlib.suppress(PermissionError):
             os.chown(target, info.st_uid, info.st_gid)
-    os.chmod(target, stat.S_IMODE(info.st_mode))
+    if not mode_is_set:
+        os.chmod(target, stat.S_IMODE(info.st_mode))
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def _process_umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` would, for all threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o777  # unknown: every mode is set explicitly
+
+
+def _creation_mode(info: os.stat_result, umask: int) -> int | None:
+    """The mode to create a copy with when that alone gives ``info``'s mode, else ``None``.
+
+    Saves a ``chmod`` per file; never for set-id or sticky bits, nor a file whose owner
+    changes afterwards (a ``chown`` clears set-id bits, so those are set after it).
+    """
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & ~0o777 or mode & umask or (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+        return None
+    return mode
 
 
 class TreeCopier:
@@ -122,51 +185,66 @@ class TreeCopier:
     stamps); hard links are grouped by source inode across every call on one copier.
     """
 
-    def __init__(self, since_ns: int | None) -> None:
+    def __init__(self, since_ns: int | None, workers: int | None = None) -> None:
         self.since_ns = since_ns
         self.stamps: dict[str, Stamp] = {}
+        self.workers = workers or min(_MAX_WORKERS, os.cpu_count() or 1)
         self._linked: dict[tuple[int, int], str] = {}
         self._clone = True
+        self._umask = _process_umask()
+        self._files: list[tuple[str, str, os.stat_result]] = []
+        self._dirs: list[tuple[str, str, os.stat_result]] = []
 
     def copy(self, source: str, target: str, rel: str, info: os.stat_result) -> None:
-        """Copy the entry ``source`` (whose lstat is ``info``) to the new path ``target``."""
+        """Copy the entry ``source`` (whose lstat is ``info``) to the new path ``target``.
+
+        The walk makes directories, links and nodes; file data is then copied by
+        ``workers`` threads (creating inodes is most of the cost, and the kernel does it in
+        parallel in different directories); directories get their modes and times last,
+        deepest first, since filling them moved their times.
+        """
+        self._visit(source, target, rel, info)
+        files, self._files = self._files, []
+        if len(files) >= _PARALLEL_FROM and self.workers > 1:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="tree-copy") as pool:
+                shares = [files[start :: self.workers] for start in range(self.workers)]
+                for done in [pool.submit(self._copy_files, share) for share in shares]:
+                    done.result()
+        else:
+            self._copy_files(files)
+        dirs, self._dirs = self._dirs, []
+        for dir_source, dir_target, dir_info in dirs:
+            _finish_dir(dir_source, dir_target, dir_info)
+
+    def _copy_files(self, files: list[tuple[str, str, os.stat_result]]) -> None:
+        for source, target, info in files:
+            self._copy_file(source, target, info)
+
+    def _visit(self, source: str, target: str, rel: str, info: os.stat_result) -> None:
         mode = info.st_mode
         if stat.S_ISDIR(mode):
-            self._copy_dir(source, target, rel, info)
+            os.mkdir(target, 0o700)
+            for name, child in _entries(source):
+                child_rel = os.path.join(rel, name) if rel else name
+                self._visit(
+                    os.path.join(source, name), os.path.join(target, name), child_rel, child
+                )
+            self._dirs.append((source, target, info))  # after its children: deepest first
         elif stat.S_ISLNK(mode):
             os.symlink(os.readlink(source), target)
             if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
                 with contextlib.suppress(PermissionError):
                     os.lchown(target, info.st_uid, info.st_gid)
             os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
-        elif not self._link_again(target, info):
+        elif stat.S_ISREG(mode) and info.st_nlink < 2:
+            self._files.append((source, target, info))
+        elif not self._link_again(target, info):  # the first of its links: copied now
             if stat.S_ISREG(mode):
                 self._copy_file(source, target, info)
             else:
                 self._make_node(target, info)
         if self.since_ns is not None and trusted(info, self.since_ns):
             self.stamps[rel] = stamp_of(info)
-
-    def _copy_dir(self, source: str, target: str, rel: str, info: os.stat_result) -> None:
-        os.mkdir(target, 0o700)
-        for name, child in _entries(source):
-            self.copy(
-                os.path.join(source, name),
-                os.path.join(target, name),
-                os.path.join(rel, name) if rel else name,
-                child,
-            )
-        with contextlib.suppress(OSError):
-            fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            try:
-                target_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    _copy_xattrs(fd, target_fd)
-                finally:
-                    os.close(target_fd)
-            finally:
-                os.close(fd)
-        set_owner_mode_times(target, info)
 
     def _link_again(self, target: str, info: os.stat_result) -> bool:
         """Hard-link ``target`` to the copy of an earlier path of the same inode, if any."""
@@ -183,11 +261,13 @@ class TreeCopier:
     def _copy_file(self, source: str, target: str, info: os.stat_result) -> None:
         reader = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
         try:
-            writer = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            mode = _creation_mode(info, self._umask)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            writer = os.open(target, flags, 0o600 if mode is None else mode)
             try:
                 self._copy_data(reader, writer, info)
                 _copy_xattrs(reader, writer)
-                set_owner_mode_times(writer, info)
+                set_owner_mode_times(writer, info, mode_is_set=mode is not None)
             finally:
                 os.close(writer)
         finally:
