@@ -70,10 +70,10 @@ class _Restorer:
         wanted = None if trusted_dir else _entries(saved)
         changed = False
         for name, info in current.items():
-            child = os.path.join(rel, name) if rel else name
+            child = f"{rel}/{name}" if rel else name
             if wanted is not None and name not in wanted:
                 changed = self._make_room(host, changed)
-                self._remove(os.path.join(host, name), info)
+                self._remove(f"{host}/{name}", info)
                 continue
             if self.old.get(child) == stamp_of(info):
                 self.new[child] = stamp_of(info)
@@ -85,12 +85,12 @@ class _Restorer:
                 self.walk(child, trusted_dir=False)
                 continue
             changed = self._make_room(host, changed)
-            self._remove(os.path.join(host, name), info)
+            self._remove(f"{host}/{name}", info)
             self._copy(child, original)
         for name, original in (wanted or {}).items():
             if name not in current:
                 changed = self._make_room(host, changed)
-                self._copy(os.path.join(rel, name) if rel else name, original)
+                self._copy(f"{rel}/{name}" if rel else name, original)
         if changed or not trusted_dir:
             set_owner_mode_times(host, os.lstat(saved))
             self.touched.append(rel)

@@ -96,7 +96,9 @@ def scan_tree(root: str, since_ns: int, rel: str = "") -> dict[str, Stamp]:
             stamps[path] = stamp_of(info)
         if stat.S_ISDIR(info.st_mode):
             host = os.path.join(root, path) if path else root
-            pending.extend((os.path.join(path, name), child) for name, child in _entries(host))
+            pending.extend(
+                (f"{path}/{name}" if path else name, child) for name, child in _entries(host)
+            )
     return stamps
 
 
@@ -224,11 +226,10 @@ class TreeCopier:
         mode = info.st_mode
         if stat.S_ISDIR(mode):
             os.mkdir(target, 0o700)
+            # f-strings, not os.path.join: this runs for every path of the tree.
             for name, child in _entries(source):
-                child_rel = os.path.join(rel, name) if rel else name
-                self._visit(
-                    os.path.join(source, name), os.path.join(target, name), child_rel, child
-                )
+                child_rel = f"{rel}/{name}" if rel else name
+                self._visit(f"{source}/{name}", f"{target}/{name}", child_rel, child)
             self._dirs.append((source, target, info))  # after its children: deepest first
         elif stat.S_ISLNK(mode):
             os.symlink(os.readlink(source), target)
