@@ -122,6 +122,8 @@ class _Restorer:
 
     def stamp_again(self) -> None:
         """Stamp what this rollback wrote, once a change after it can no longer hide."""
+        for rel in self.touched:  # stamped before this rollback changed it: stale
+            self.new.pop(rel, None)
         if len(self.copied) + len(self.touched) < _WAIT_FROM:
             return  # cheaper to restore these few again next time than to wait here
         time.sleep(RACY_MARGIN_NS * 2 / 1e9)
@@ -129,7 +131,6 @@ class _Restorer:
         for rel in self.copied:
             self.new.update(scan_tree(self.root, since, rel))
         for rel in self.touched:  # the directory itself, not what is under it
-            self.new.pop(rel, None)
             info = os.lstat(self._host(rel))
             if trusted(info, since):
                 self.new[rel] = stamp_of(info)

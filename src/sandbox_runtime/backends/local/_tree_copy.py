@@ -3,9 +3,9 @@
 A local checkpoint is a copy of the sandbox's root; a rollback restores only the paths that
 changed since (``_rollback``).  What proves a path unchanged is its *stamp*: inode, link
 count, ``ctime`` (which only the kernel sets: ``touch -d`` and ``utime`` set the mtime and
-move the ctime to now), and type, mode, owner, size, mtime.  Any write, ``chmod``, rename,
-link or unlink of a path changes its ctime, and adding or removing a directory's entries
-changes the directory's.
+move the ctime to now), and type, mode, owner, size, mtime.  Any write, ``chmod``, link or
+unlink of a path changes its ctime (and a rename too, on Linux's ext4, xfs, btrfs and
+tmpfs), and adding or removing a directory's entries changes the directory's.
 
 One catch is the timestamp clock's granularity: a change made in the same clock tick as the
 stamp was read could keep the ctime equal (racy, as git calls it).  So a stamp is kept only
@@ -14,12 +14,13 @@ before the path was; a path stamped too recently is simply not trusted (always r
 On a filesystem with whole-second times (ctime a multiple of a second) the margin is two
 seconds.
 
-The copier here replaces ``cp -a`` for checkpoints: one walk copies and stamps (no second
-scan), file data is cloned (``FICLONE``: reflinks on btrfs, xfs with ``reflink=1``,
-bcachefs) and otherwise copied in the kernel (``copy_file_range``); modes, owners, times,
-extended attributes, hard links, symlinks and holes are kept.  Anything it cannot make the
-same (a device node without the right to make one) raises :class:`CopyUnsupported` and the
-caller falls back to ``cp -a``.
+The copier here replaces ``cp -a`` for checkpoints on filesystems without reflinks, where
+``cp -a`` costs more CPU (it also writes an ACL per file; docs/performance.md): one walk
+copies and stamps (no second scan), file data is copied in the kernel (``copy_file_range``,
+or cloned with ``FICLONE`` where the filesystem can) by a few threads; modes, owners, times,
+extended attributes, hard links, symlinks, holes and nodes are kept.  Anything it cannot
+make the same (a device node without the right to make one) raises
+:class:`CopyUnsupported` and the caller falls back to ``cp -a``.
 """
 
 from __future__ import annotations
