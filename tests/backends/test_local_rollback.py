@@ -196,3 +196,41 @@ def test_the_cp_route_stamps_as_well(
     sandbox.rollback(checkpoint)
     assert _tree(_root(sandbox)) == _tree(_saved(sandbox, checkpoint.id))
     assert os.lstat(_root(sandbox)).st_ino == root_inode  # restored in place
+
+
+_MAPPED_WRITER = """
+import mmap, os, time
+with open("repo/mapped", "r+b") as handle:
+    mapped = mmap.mmap(handle.fileno(), 0)
+    mapped[0:1] = b"A"  # the page is dirty and writable from here on
+    open("repo/ready", "w").close()
+    while not os.path.exists("repo/go"):
+        time.sleep(0.01)
+    mapped[1:2] = b"B"  # a write to that page: no fault, so no new ctime
+    open("repo/done", "w").close()
+    time.sleep(120)
+"""
+
+
+def _wait_for_file(sandbox: SandboxRuntime, path: str) -> None:
+    deadline = time.monotonic() + 20
+    while not sandbox.exists(path):
+        assert time.monotonic() < deadline, path
+        time.sleep(0.02)
+
+
+def test_a_file_mapped_shared_and_writable_is_never_trusted(sandbox: SandboxRuntime) -> None:
+    """Writes through a mapping to an already-dirty page move no ctime: restore regardless."""
+    sandbox.exec("mkdir repo && printf xxxx > repo/mapped", check=True)
+    sandbox.write_text("writer.py", _MAPPED_WRITER)
+    sandbox.exec_background("python3 writer.py")
+    _wait_for_file(sandbox, "repo/ready")
+    time.sleep(0.1)  # older than the racy margin: only the mapping can make it untrusted
+    checkpoint = sandbox.checkpoint()
+    assert sandbox.read_text("repo/mapped") == "Axxx"
+    sandbox.write_text("repo/go", "")
+    _wait_for_file(sandbox, "repo/done")
+    assert sandbox.read_text("repo/mapped") == "ABxx"
+    sandbox.rollback(checkpoint)
+    assert sandbox.read_text("repo/mapped") == "Axxx"
+    assert _tree(_root(sandbox)) == _tree(_saved(sandbox, checkpoint.id))

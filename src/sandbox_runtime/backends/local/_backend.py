@@ -85,7 +85,14 @@ from sandbox_runtime.errors import (
 from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
-from ._process import continue_marked, end_marked, kill_marked, run_process, stop_marked
+from ._process import (
+    continue_marked,
+    end_marked,
+    kill_marked,
+    run_process,
+    shared_writable_inodes,
+    stop_marked,
+)
 from ._records import abandoned_without_record, read_meta, write_meta
 from ._rollback import restore_changes
 from ._tree_copy import RACY_MARGIN_NS, scan_tree
@@ -396,7 +403,11 @@ class LocalBackend(Backend[LocalOptions]):
         entries = self._home / _HOST_ENTRIES
         try:
             return _checkpoints.save(
-                self._base, (self._id, self._root), stored, entries, _remove_tree
+                self._base,
+                (self._id, self._root, shared_writable_inodes(self._marker)),
+                stored,
+                entries,
+                _remove_tree,
             )
         except OSError as exc:
             raise SandboxError(f"cannot checkpoint local sandbox {self._id}: {exc}") from exc

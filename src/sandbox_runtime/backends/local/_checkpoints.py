@@ -160,13 +160,18 @@ def read_stamps(home: Path, sandbox_id: str, root: Path) -> dict[str, Stamp] | N
 
 def save(
     base: Path,
-    source: tuple[str, Path],
+    source: tuple[str, Path, set[int]],
     labels: dict[str, str],
     host_entries: Path | None,
     remove_tree: Callable[[Path], None],
 ) -> Checkpoint:
-    """Copy the root of ``source`` (sandbox id, root) into a new checkpoint under ``base``."""
-    sandbox_id, root = source
+    """Copy the root of ``source`` into a new checkpoint under ``base``.
+
+    ``source`` is the sandbox's id, its root, and the inodes its processes map shared and
+    writable, whose stamps are not to be trusted (a write through such a mapping can leave
+    the ctime as it was).
+    """
+    sandbox_id, root, mapped = source
     checkpoint_id = CHECKPOINT_PREFIX + uuid.uuid4().hex[:16]
     home = checkpoint_home(base, checkpoint_id)
     home.mkdir(mode=0o700, parents=True)
@@ -174,7 +179,10 @@ def save(
         write_meta(home, {"id": checkpoint_id, "labels": labels})
         if host_entries is not None and host_entries.is_file():
             shutil.copyfile(host_entries, home / HOST_ENTRIES)
-        write_stamps(home, sandbox_id, root, copy_tree(root, home / "root"))
+        stamps = copy_tree(root, home / "root")
+        if mapped:
+            stamps = {rel: stamp for rel, stamp in stamps.items() if stamp[4] not in mapped}
+        write_stamps(home, sandbox_id, root, stamps)
     except BaseException:
         remove_tree(home)
         raise

@@ -21,7 +21,7 @@ from sandbox_runtime.backend_kit import (
     HeadTailBuffer,
 )
 
-__all__ = ["end_marked", "kill_marked", "run_process"]
+__all__ = ["end_marked", "kill_marked", "run_process", "shared_writable_inodes"]
 
 _READ_SIZE = 65536
 # After the command exits, background children may still hold the pipes open; their
@@ -145,6 +145,32 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+def shared_writable_inodes(marker: str) -> set[int]:
+    """Inodes that processes carrying ``marker`` map shared and writable (``/proc/*/maps``).
+
+    A write through such a mapping to a page already dirty moves no ctime, so a checkpoint
+    must not trust the stamps of these files (``_tree_copy``).
+    """
+    wanted = marker.encode()
+    inodes: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if wanted not in handle.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/maps", "rb") as handle:
+                for line in handle:
+                    fields = line.split(maxsplit=5)
+                    if len(fields) > 4 and fields[1][1:2] == b"w" and fields[1][3:4] == b"s":
+                        inodes.add(int(fields[4]))
+        except (OSError, ValueError):
+            continue
+    inodes.discard(0)
+    return inodes
 
 
 def stop_marked(marker: str) -> set[int]:
