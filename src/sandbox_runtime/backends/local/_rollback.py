@@ -75,8 +75,9 @@ class _Restorer:
                 changed = self._make_room(host, changed)
                 self._remove(f"{host}/{name}", info)
                 continue
-            if self.old.get(child) == stamp_of(info):
-                self.new[child] = stamp_of(info)
+            stamp = stamp_of(info)
+            if self.old.get(child) == stamp:
+                self.new[child] = stamp
                 if stat.S_ISDIR(info.st_mode):
                     self.walk(child, trusted_dir=True)
                 continue
