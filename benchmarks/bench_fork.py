@@ -18,14 +18,16 @@ of the tree on the host.  Rounds alternate the order of the sides, so a load cha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,15 +106,25 @@ def docker_fresh(copies: int, files: int) -> float:
     return elapsed
 
 
-def checkpoint_rollback(sandbox: SandboxRuntime) -> tuple[float, float]:
-    """Seconds of one checkpoint, and of one rollback to it after a one-file change."""
+def checkpoint_rollback(
+    sandbox: SandboxRuntime, cpu: list[float] | None = None
+) -> tuple[float, float]:
+    """Seconds of one checkpoint, and of one rollback to it after a one-file change.
+
+    ``cpu`` gets the CPU seconds of the two calls together (local: all in this process).
+    """
+    spent: list[float] = []
     began = time.monotonic()
-    checkpoint = sandbox.checkpoint()
+    with _cpu(spent):
+        checkpoint = sandbox.checkpoint()
     taken = time.monotonic() - began
     sandbox.write_text("tree/pkg0/mod0.py", "changed\n")
     began = time.monotonic()
-    sandbox.rollback(checkpoint)
+    with _cpu(spent):
+        sandbox.rollback(checkpoint)
     rolled = time.monotonic() - began
+    if cpu is not None:
+        cpu.append(sum(spent))
     if sandbox.read_text("tree/pkg0/mod0.py") == "changed\n":
         raise SystemExit(f"{sandbox.config.backend} rollback did not restore the tree")
     if sandbox.config.backend == "local":
@@ -136,10 +148,30 @@ def container_copy(sandbox: SandboxRuntime) -> float:
     return float(done.stdout.strip())
 
 
-def host_copy(source: Path) -> float:
+@contextlib.contextmanager
+def _cpu(into: list[float]) -> Iterator[None]:
+    """Append the CPU seconds (user + system, this process and its children) of the block.
+
+    On a machine shared with other work, wall time spreads widely; CPU time is what each
+    side itself costs (it leaves out time spent waiting for the disk).
+    """
+
+    def spent() -> float:
+        own, children = (
+            resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    began = spent()
+    yield
+    into.append(spent() - began)
+
+
+def host_copy(source: Path, cpu: list[float]) -> float:
     target = source.parent / f"copy-{time.monotonic_ns()}"
     began = time.monotonic()
-    subprocess.run(["cp", "-a", "--", str(source), str(target)], check=True)
+    with _cpu(cpu):
+        subprocess.run(["cp", "-a", "--", str(source), str(target)], check=True)
     elapsed = time.monotonic() - began
     shutil.rmtree(target)
     return elapsed
@@ -168,12 +200,14 @@ def run_local(
         sandbox.exec(f"python3 gen.py tree {files}", check=True)
         tree = sandbox.backend.root / sandbox.workdir.lstrip("/") / "tree"  # type: ignore[attr-defined]
         copies = timings[f"local {fs}: cp -a of the tree"]
+        copies_cpu = timings[f"local {fs}: cp -a of the tree, CPU"]
+        ours_cpu = timings[f"local {fs}: checkpoint + rollback, CPU"]
         for round_index in range(rounds):
             if round_index % 2 == 0:
-                copies.append(host_copy(tree))
-            taken, rolled = checkpoint_rollback(sandbox)
+                copies.append(host_copy(tree, copies_cpu))
+            taken, rolled = checkpoint_rollback(sandbox, ours_cpu)
             if round_index % 2 == 1:
-                copies.append(host_copy(tree))
+                copies.append(host_copy(tree, copies_cpu))
             timings[f"local {fs}: checkpoint"].append(taken)
             timings[f"local {fs}: rollback"].append(rolled)
             timings[f"local {fs}: checkpoint + rollback"].append(taken + rolled)
@@ -241,6 +275,10 @@ def main() -> None:
         against = None
         if name == fork_name and fresh:
             against = statistics.median(fresh)
+        elif name.endswith(", CPU") and "checkpoint" in name:
+            against = statistics.median(
+                timings[name.replace("checkpoint + rollback", "cp -a of the tree")]
+            )
         elif ": checkpoint" in name or name.endswith(": rollback"):
             baseline = name.split(":")[0] + (
                 ": cp -a of the tree in the container"
