@@ -11,6 +11,7 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def _tree(root: Path) -> Tree:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> SandboxRuntime:
+def sandbox(tmp_path: Path) -> Iterator[SandboxRuntime]:
     with SandboxRuntime(backend="local", options={"base_dir": tmp_path}) as sandbox:
         yield sandbox
 
