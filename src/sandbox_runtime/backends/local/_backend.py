@@ -431,15 +431,17 @@ class LocalBackend(Backend[LocalOptions]):
         stamps = _checkpoints.read_stamps(home, self._id, self._root)
         if stamps is not None:
             try:
-                stamps, _ = restore_changes(self._root, source, stamps, _remove_tree)
+                fresh, _ = restore_changes(self._root, source, stamps, _remove_tree)
             except OSError as exc:
                 logger.warning("local rollback of %s: %s; copying the whole tree", self._id, exc)
-                stamps = None
-        if stamps is None:
-            self._replace_root(source)
-            # Nothing runs in the sandbox now: once the clock has moved on, every stamp holds.
-            time.sleep(2 * RACY_MARGIN_NS / 1e9)
-            stamps = scan_tree(str(self._root), time.time_ns())
+            else:
+                if fresh is not None:
+                    _checkpoints.write_stamps(home, self._id, self._root, fresh)
+                return
+        self._replace_root(source)
+        # Nothing runs in the sandbox now: once the clock has moved on, every stamp holds.
+        time.sleep(2 * RACY_MARGIN_NS / 1e9)
+        stamps = scan_tree(str(self._root), time.time_ns())
         _checkpoints.write_stamps(home, self._id, self._root, stamps)
 
     def _replace_root(self, source: Path) -> None:

@@ -121,12 +121,17 @@ class _Restorer:
         self.copier.copy(self._saved(rel), self._host(rel), rel, original)
         self.copied.append(rel)
 
-    def stamp_again(self) -> None:
-        """Stamp what this rollback wrote, once a change after it can no longer hide."""
+    def stamp_again(self) -> bool:
+        """Stamp what this rollback wrote, once a change after it can no longer hide.
+
+        Returns False when it stamped nothing anew: the noted stamps then still serve as
+        they are (those of the paths restored name inodes and ctimes that are gone, so they
+        match nothing), and need not be written again.
+        """
         for rel in self.touched:  # stamped before this rollback changed it: stale
             self.new.pop(rel, None)
         if len(self.copied) + len(self.touched) < _WAIT_FROM:
-            return  # cheaper to restore these few again next time than to wait here
+            return False  # cheaper to restore these few again next time than to wait here
         time.sleep(RACY_MARGIN_NS * 2 / 1e9)
         since = time.time_ns()
         for rel in self.copied:
@@ -135,15 +140,17 @@ class _Restorer:
             info = os.lstat(self._host(rel))
             if trusted(info, since):
                 self.new[rel] = stamp_of(info)
+        return True
 
 
 def restore_changes(
     root: Path, checkpoint: Path, stamps: dict[str, Stamp], remove_tree: Callable[[Path], None]
-) -> tuple[dict[str, Stamp], int]:
+) -> tuple[dict[str, Stamp] | None, int]:
     """Make ``root`` hold what ``checkpoint`` holds, given the root's stamps at copy time.
 
-    Returns the root's new stamps and how many entries were removed or copied.  Raises
-    ``OSError`` when an entry cannot be restored; the caller then copies the whole tree.
+    Returns the root's new stamps (``None``: the given ones still serve, see
+    ``stamp_again``) and how many entries were removed or copied.  Raises ``OSError`` when
+    an entry cannot be restored; the caller then copies the whole tree.
     """
     restorer = _Restorer(str(root), str(checkpoint), stamps, remove_tree)
     top = os.lstat(root)
@@ -151,5 +158,4 @@ def restore_changes(
     if trusted_top:
         restorer.new[""] = stamp_of(top)
     restorer.walk("", trusted_dir=trusted_top)
-    restorer.stamp_again()
-    return restorer.new, restorer.restored
+    return (restorer.new if restorer.stamp_again() else None), restorer.restored
