@@ -1,31 +1,37 @@
 """Fork and checkpoint against doing the work again (issue 22): one interleaved run.
 
     python benchmarks/bench_fork.py [--rounds 2] [--copies 8] [--files 10000] [--skip-docker]
-                                    [--local-dir /mnt/xfs]
+                                    [--local-dir /mnt/xfs --local-dir /mnt/btrfs ...]
 
-docker: a source sandbox is prepared with real work (a generated tree of ``--files`` Python
-modules, then ``python3 -m compileall`` over it, as a repository's build would), then
+docker fork: a source sandbox is prepared with real work (a generated tree of ``--files``
+Python modules, then ``python3 -m compileall`` over it, as a repository's build would), then
 forked ``--copies`` times; against it, ``--copies`` fresh sandboxes started at once, each
 doing the same setup.  Every copy's tree is checked (module and ``.pyc`` counts) before the
-time counts.  local: a sandbox holding the same tree (no compile), ``checkpoint`` then
-``rollback``, against ``cp -a`` of the tree on the host.  Rounds alternate the two sides, so
-a load change on the (shared) machine hits both.  Prints one table.
+time counts.  docker checkpoint: the same source, ``checkpoint`` then ``rollback`` after a
+one-file change, against ``cp -a`` of the tree inside the container.  local: a sandbox
+holding the same tree (no compile) on each filesystem (the default base directory, and each
+``--local-dir``), ``checkpoint`` then ``rollback`` after a one-file change, against ``cp -a``
+of the tree on the host.  Rounds alternate the order of the sides, so a load change on the
+(shared) machine hits both.  Prints one table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox_runtime import SandboxRuntime, delete_checkpoint
+from sandbox_runtime import Checkpoint, SandboxRuntime, delete_checkpoint
 
 IMAGE = "sandbox-runtime-test/base:bookworm"
 
@@ -100,25 +106,72 @@ def docker_fresh(copies: int, files: int) -> float:
     return elapsed
 
 
-def local_checkpoint_rollback(sandbox: SandboxRuntime) -> tuple[float, float]:
-    """Seconds of one checkpoint, and of one rollback to it after a change."""
+def checkpoint_rollback(
+    sandbox: SandboxRuntime, cpu: list[float] | None = None
+) -> tuple[float, float]:
+    """Seconds of one checkpoint, and of one rollback to it after a one-file change.
+
+    ``cpu`` gets the CPU seconds of the two calls together (local: all in this process).
+    """
+    spent: list[float] = []
     began = time.monotonic()
-    checkpoint = sandbox.checkpoint()
+    with _cpu(spent):
+        checkpoint = sandbox.checkpoint()
     taken = time.monotonic() - began
     sandbox.write_text("tree/pkg0/mod0.py", "changed\n")
     began = time.monotonic()
-    sandbox.rollback(checkpoint)
+    with _cpu(spent):
+        sandbox.rollback(checkpoint)
     rolled = time.monotonic() - began
+    if cpu is not None:
+        cpu.append(sum(spent))
     if sandbox.read_text("tree/pkg0/mod0.py") == "changed\n":
-        raise SystemExit("local rollback did not restore the tree")
-    delete_checkpoint(checkpoint, options=sandbox.config.options)
+        raise SystemExit(f"{sandbox.config.backend} rollback did not restore the tree")
+    if sandbox.config.backend == "local":
+        delete_checkpoint(checkpoint, options=sandbox.config.options)
+    else:  # docker: the rolled-back container runs from the checkpoint's image
+        _docker_leftovers.append(checkpoint)
     return taken, rolled
 
 
-def host_copy(source: Path) -> float:
+_docker_leftovers: list[Checkpoint] = []
+
+
+def container_copy(sandbox: SandboxRuntime) -> float:
+    """Seconds of ``cp -a`` of the tree inside the sandbox (timed inside, no exec overhead)."""
+    done = sandbox.exec(
+        "python3 -c 'import subprocess, time; began = time.monotonic(); "
+        'subprocess.run(["cp", "-a", "tree", "tree.copy"], check=True); '
+        "print(time.monotonic() - began)' && rm -rf tree.copy",
+        check=True,
+    )
+    return float(done.stdout.strip())
+
+
+@contextlib.contextmanager
+def _cpu(into: list[float]) -> Iterator[None]:
+    """Append the CPU seconds (user + system, this process and its children) of the block.
+
+    On a machine shared with other work, wall time spreads widely; CPU time is what each
+    side itself costs (it leaves out time spent waiting for the disk).
+    """
+
+    def spent() -> float:
+        own, children = (
+            resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    began = spent()
+    yield
+    into.append(spent() - began)
+
+
+def host_copy(source: Path, cpu: list[float]) -> float:
     target = source.parent / f"copy-{time.monotonic_ns()}"
     began = time.monotonic()
-    subprocess.run(["cp", "-a", "--", str(source), str(target)], check=True)
+    with _cpu(cpu):
+        subprocess.run(["cp", "-a", "--", str(source), str(target)], check=True)
     elapsed = time.monotonic() - began
     shutil.rmtree(target)
     return elapsed
@@ -136,20 +189,28 @@ def _row(name: str, values: list[float], against: float | None = None) -> str:
     return f"{name:<52} {median:>8.2f}s {ratio:>7}   [{runs}]"
 
 
-def run_local(rounds: int, files: int, timings: dict[str, list[float]], parent: Path | None) -> str:
+def run_local(
+    rounds: int, files: int, timings: dict[str, list[float]], parent: Path | None
+) -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-fork-", dir=parent))
+    fs = _filesystem(base)
     sandbox = SandboxRuntime(backend="local", options={"base_dir": base / "sandboxes"}).start()
     try:
         sandbox.write_text("gen.py", _GENERATE)
         sandbox.exec(f"python3 gen.py tree {files}", check=True)
         tree = sandbox.backend.root / sandbox.workdir.lstrip("/") / "tree"  # type: ignore[attr-defined]
-        for _ in range(rounds):
-            timings["local: cp -a of the tree"].append(host_copy(tree))
-            taken, rolled = local_checkpoint_rollback(sandbox)
-            timings["local: checkpoint"].append(taken)
-            timings["local: rollback"].append(rolled)
-            timings["local: checkpoint + rollback"].append(taken + rolled)
-        return _filesystem(base)
+        copies = timings[f"local {fs}: cp -a of the tree"]
+        copies_cpu = timings[f"local {fs}: cp -a of the tree, CPU"]
+        ours_cpu = timings[f"local {fs}: checkpoint + rollback, CPU"]
+        for round_index in range(rounds):
+            if round_index % 2 == 0:
+                copies.append(host_copy(tree, copies_cpu))
+            taken, rolled = checkpoint_rollback(sandbox, ours_cpu)
+            if round_index % 2 == 1:
+                copies.append(host_copy(tree, copies_cpu))
+            timings[f"local {fs}: checkpoint"].append(taken)
+            timings[f"local {fs}: rollback"].append(rolled)
+            timings[f"local {fs}: checkpoint + rollback"].append(taken + rolled)
     finally:
         sandbox.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -170,6 +231,23 @@ def run_docker(rounds: int, copies: int, files: int, timings: dict[str, list[flo
             order = sides if round_index % 2 == 0 else sides[::-1]
             for name, side in order:
                 timings[name].append(side())
+    with SandboxRuntime(**_config()) as plain:  # the same 10,000 modules, not compiled
+        plain.write_text("gen.py", _GENERATE)
+        plain.exec(f"python3 gen.py tree {files}", check=True)
+        for round_index in range(rounds + 1):
+            copied = container_copy(plain) if round_index % 2 == 0 else None
+            taken, rolled = checkpoint_rollback(plain)
+            if copied is None:
+                copied = container_copy(plain)
+            timings["docker: cp -a of the tree in the container"].append(copied)
+            timings["docker: checkpoint"].append(taken)
+            timings["docker: rollback"].append(rolled)
+            timings["docker: checkpoint + rollback"].append(taken + rolled)
+    for checkpoint in reversed(_docker_leftovers):  # newest first: each is the next's base
+        try:
+            delete_checkpoint(checkpoint)
+        except Exception as exc:  # a leftover image is reaped later
+            print(f"left {checkpoint.id}: {exc}")
 
 
 def main() -> None:
@@ -179,38 +257,35 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--skip-docker", action="store_true")
     parser.add_argument(
-        "--local-dir", type=Path, help="where local sandboxes live (e.g. an xfs or btrfs mount)"
+        "--local-dir",
+        type=Path,
+        action="append",
+        help="also measure local sandboxes here (e.g. an xfs or btrfs mount); repeatable",
     )
     args = parser.parse_args()
-    timings: dict[str, list[float]] = {}
-    timings.setdefault("docker: setup of the source", [])
-    for name in (
-        f"docker: fork {args.copies} (checkpoint + {args.copies} starts)",
-        f"docker: {args.copies} fresh starts + setup",
-    ):
-        timings.setdefault(name, [])
-    for name in (
-        "local: cp -a of the tree",
-        "local: checkpoint",
-        "local: rollback",
-        "local: checkpoint + rollback",
-    ):
-        timings.setdefault(name, [])
-    fstype = run_local(args.rounds + 1, args.files, timings, args.local_dir)
+    timings: dict[str, list[float]] = defaultdict(list)
+    for parent in [None, *(args.local_dir or [])]:
+        run_local(args.rounds + 1, args.files, timings, parent)
     if not args.skip_docker:
         run_docker(args.rounds, args.copies, args.files, timings)
-    print(f"cpus: {os.cpu_count()}, files: {args.files}, local filesystem: {fstype}")
+    print(f"cpus: {os.cpu_count()}, files: {args.files}, load: {os.getloadavg()}")
     fork_name = f"docker: fork {args.copies} (checkpoint + {args.copies} starts)"
     fresh = timings.get(f"docker: {args.copies} fresh starts + setup") or []
-    copy = timings["local: cp -a of the tree"]
     for name, values in timings.items():
-        if not values:
-            continue
         against = None
         if name == fork_name and fresh:
             against = statistics.median(fresh)
-        elif name.startswith("local: check") or name == "local: rollback":
-            against = statistics.median(copy)
+        elif name.endswith(", CPU") and "checkpoint" in name:
+            against = statistics.median(
+                timings[name.replace("checkpoint + rollback", "cp -a of the tree")]
+            )
+        elif ": checkpoint" in name or name.endswith(": rollback"):
+            baseline = name.split(":")[0] + (
+                ": cp -a of the tree in the container"
+                if name.startswith("docker")
+                else ": cp -a of the tree"
+            )
+            against = statistics.median(timings[baseline])
         print(_row(name, values, against))
 
 

@@ -61,16 +61,27 @@ def _prepare(sandbox: SandboxRuntime) -> None:
     sandbox.write_text("src/app.py", "def answer():\n    return 41\n")
     sandbox.write_text("run.sh", "#!/bin/sh\necho run\n", mode=0o755)
     sandbox.write_text("gone.txt", "to be deleted\n")
+    sandbox.write_text("same-size.txt", "aaaa\n")
+    sandbox.write_text("data/kept.txt", "a directory that becomes a file\n")
+    sandbox.write_text("becomes-dir.txt", "a file that becomes a directory\n")
     sandbox.exec(f"{_GIT} init -q . && {_GIT} add -A && {_GIT} commit -qm base", check=True)
     sandbox.exec("ln -s src/app.py link.py && rm gone.txt && echo new > untracked.txt", check=True)
     sandbox.write_text("src/app.py", "def answer():\n    return 42\n")
 
 
 def _disturb(sandbox: SandboxRuntime) -> None:
-    """Change everything the manifest covers."""
+    """Change everything the manifest covers.
+
+    Including an in-place edit that keeps the file's size and mtime (a rollback that trusted
+    size and mtime would keep it), a directory replaced by a file and a file by a directory.
+    """
     sandbox.exec(
         "echo changed > src/app.py && chmod 600 run.sh && rm untracked.txt && "
         "ln -sfn run.sh link.py && echo back > gone.txt && mkdir -p extra && echo x > extra/y && "
+        "cp -p same-size.txt /tmp/.same-size && printf 'bbbb\\n' > same-size.txt && "
+        "touch -r /tmp/.same-size same-size.txt && rm /tmp/.same-size && "
+        "rm -r data && echo now-a-file > data && "
+        "rm becomes-dir.txt && mkdir becomes-dir.txt && echo in > becomes-dir.txt/in && "
         f"{_GIT} add -A && {_GIT} commit -qm agent",
         check=True,
     )

@@ -90,7 +90,16 @@ from sandbox_runtime.errors import (
 from . import _checkpoints
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
-from ._process import continue_marked, kill_marked, run_process, stop_marked
+from ._process import (
+    continue_marked,
+    end_marked,
+    kill_marked,
+    run_process,
+    shared_writable_inodes,
+    stop_marked,
+)
+from ._rollback import restore_changes
+from ._tree_copy import RACY_MARGIN_NS, scan_tree
 
 __all__ = ["LocalBackend", "LocalOptions"]
 
@@ -442,22 +451,50 @@ class LocalBackend(Backend[LocalOptions]):
         )
         entries = self._home / _HOST_ENTRIES
         try:
-            return _checkpoints.save(self._base, self._root, stored, entries, _remove_tree)
+            return _checkpoints.save(
+                self._base,
+                (self._id, self._root, shared_writable_inodes(self._marker)),
+                stored,
+                entries,
+                _remove_tree,
+            )
         except OSError as exc:
             raise SandboxError(f"cannot checkpoint local sandbox {self._id}: {exc}") from exc
 
     def rollback(self, checkpoint: Checkpoint) -> None:
-        """Kill the sandbox's processes, then replace its root by the checkpoint's copy.
+        """Kill the sandbox's processes, then make its root the checkpoint's copy again.
 
-        The root keeps its path (``bwrap`` binds it by path), so the sandbox is the same.
+        Where the checkpoint holds this root's stamps (it was taken of, or last rolled back
+        to, by this sandbox), only the paths that changed are restored (``_rollback``);
+        otherwise the root is swapped for a whole copy.  Either way the root keeps its path
+        (``bwrap`` binds it by path), so the sandbox is the same.
         """
         self._alive_or_raise()
-        source = _checkpoints.checkpoint_home(self._base, checkpoint.id) / "root"
+        home = _checkpoints.checkpoint_home(self._base, checkpoint.id)
+        source = home / "root"
         if not source.is_dir():
             raise CheckpointNotFoundError(f"no local checkpoint {checkpoint.id!r} in {self._base}")
         if self._paused_pids:
             self.resume()
-        kill_marked(self._marker)
+        end_marked(self._marker)
+        stamps = _checkpoints.read_stamps(home, self._id, self._root)
+        if stamps is not None:
+            try:
+                fresh, _ = restore_changes(self._root, source, stamps, _remove_tree)
+            except OSError as exc:
+                logger.warning("local rollback of %s: %s; copying the whole tree", self._id, exc)
+            else:
+                if fresh is not None:
+                    _checkpoints.write_stamps(home, self._id, self._root, fresh)
+                return
+        self._replace_root(source)
+        # Nothing runs in the sandbox now: once the clock has moved on, every stamp holds.
+        time.sleep(2 * RACY_MARGIN_NS / 1e9)
+        stamps = scan_tree(str(self._root), time.time_ns())
+        _checkpoints.write_stamps(home, self._id, self._root, stamps)
+
+    def _replace_root(self, source: Path) -> None:
+        """Swap the root for a whole new copy of ``source`` (the path stays the same)."""
         staged = self._home / f"root.rollback-{uuid.uuid4().hex[:8]}"
         _checkpoints.copy_tree(source, staged)
         retired = self._home / f"root.retired-{uuid.uuid4().hex[:8]}"

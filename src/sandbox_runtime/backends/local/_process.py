@@ -21,7 +21,7 @@ from sandbox_runtime.backend_kit import (
     HeadTailBuffer,
 )
 
-__all__ = ["kill_marked", "run_process"]
+__all__ = ["end_marked", "kill_marked", "run_process", "shared_writable_inodes"]
 
 _READ_SIZE = 65536
 # After the command exits, background children may still hold the pipes open; their
@@ -116,6 +116,61 @@ def kill_marked(marker: str) -> int:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return len(carriers)
+
+
+def end_marked(marker: str, wait_s: float = 2.0) -> None:
+    """:func:`kill_marked`, then wait (up to ``wait_s``) until those processes are dead.
+
+    A rollback that compares the tree must not race a write still under way in a process
+    being killed: once its ``/proc`` entry is gone or a zombie, it writes nothing more.
+    """
+    carriers = stop_marked(marker)
+    for pid in carriers:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    alive = set(carriers)
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if _running(pid)}
+        if alive:
+            time.sleep(0.002)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def shared_writable_inodes(marker: str) -> set[int]:
+    """Inodes that processes carrying ``marker`` map shared and writable (``/proc/*/maps``).
+
+    A write through such a mapping to a page already dirty moves no ctime, so a checkpoint
+    must not trust the stamps of these files (``_tree_copy``).
+    """
+    wanted = marker.encode()
+    inodes: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if wanted not in handle.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/maps", "rb") as handle:
+                for line in handle:
+                    fields = line.split(maxsplit=5)
+                    if len(fields) > 4 and fields[1][1:2] == b"w" and fields[1][3:4] == b"s":
+                        inodes.add(int(fields[4]))
+        except (OSError, ValueError):
+            continue
+    inodes.discard(0)
+    return inodes
 
 
 def stop_marked(marker: str) -> set[int]:
