@@ -14,6 +14,7 @@ from sandbox_runtime.backends.local import LocalBackend
 from sandbox_runtime.errors import SandboxStartError
 from sandbox_runtime.swe import Task
 from sandbox_runtime.swe.agents import make_agent
+from sandbox_runtime.swe.group import GroupRunner
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.report import TaskOutcome, summary
 from sandbox_runtime.swe.runner import Runner, RunOptions
@@ -31,7 +32,8 @@ def _options(backend: str, tmp_path: Path, **fields: Any) -> RunOptions:
 
 
 def _run(tasks: list[Task], options: RunOptions, agent: str = "oracle") -> list[TaskOutcome]:
-    return Runner(tasks, lambda: make_agent(agent), options, agent_name=agent).run()
+    runner_cls = GroupRunner if options.group > 1 else Runner
+    return runner_cls(tasks, lambda: make_agent(agent), options, agent_name=agent).run()
 
 
 def _rewards(outcomes: list[TaskOutcome]) -> Counter[tuple[str, float | None]]:
@@ -114,7 +116,8 @@ def test_without_fork_the_group_is_independent_runs_and_says_so(
     declared = LocalBackend.capabilities_for
 
     def no_fork(cls: type[LocalBackend], options: Any) -> frozenset[Capability]:
-        return declared.__func__(cls, options) - {Capability.FORK}  # type: ignore[attr-defined]
+        found: frozenset[Capability] = declared.__func__(cls, options)  # type: ignore[attr-defined]
+        return found - {Capability.FORK}
 
     monkeypatch.setattr(LocalBackend, "capabilities_for", classmethod(no_fork))
     outcomes = _run([task], _options("local", tmp_path, group=3), agent="null")
@@ -124,6 +127,13 @@ def test_without_fork_the_group_is_independent_runs_and_says_so(
         (2, "independent", 0.0),
     ]
     assert [o.setups for o in outcomes] == [1, 1, 1]
+
+
+def test_a_plain_runner_refuses_a_group_rather_than_ignore_it(bundled_tasks: list[Task]) -> None:
+    from sandbox_runtime.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="GroupRunner"):
+        Runner(bundled_tasks, lambda: make_agent("null"), RunOptions(group=2))
 
 
 def test_the_command_line_reports_each_rollout(tmp_path: Path, bundled_tasks: list[Task]) -> None:

@@ -314,6 +314,7 @@ def _check_writable(path: Path | None, flag: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.group import GroupRunner
     from sandbox_runtime.swe.progress import Progress
     from sandbox_runtime.swe.report import summary_table, write_trajectory
     from sandbox_runtime.swe.runner import Runner
@@ -346,7 +347,8 @@ def _run(args: argparse.Namespace) -> int:
         from sandbox_runtime._core.limits import set_start_limit
 
         set_start_limit(args.backend, args.max_starts)
-    runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
+    runner_cls = GroupRunner if args.group > 1 else Runner
+    runner = runner_cls(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     try:
         outcomes = run_interruptibly(runner, progress)
     finally:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox_runtime._core.backend import Capability
 from sandbox_runtime._core.checkpoints import Checkpoint
@@ -36,12 +36,10 @@ from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
+from sandbox_runtime.swe.runner import Runner, backend_capabilities
 from sandbox_runtime.swe.task import Task
 
-if TYPE_CHECKING:
-    from sandbox_runtime.swe.runner import Runner
-
-__all__ = ["FORK", "INDEPENDENT", "run_group"]
+__all__ = ["FORK", "INDEPENDENT", "GroupRunner", "run_group"]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
@@ -59,10 +57,21 @@ class _Prepared:
     seconds: float
 
 
+class GroupRunner(Runner):
+    """A :class:`~sandbox_runtime.swe.runner.Runner` of ``RunOptions.group`` rollouts per task.
+
+    Outcomes come back in task order, each task's rollouts in index order; ``on_done`` hears
+    each rollout as its group finishes.
+    """
+
+    _runs_groups = True
+
+    def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
+        return run_group(self, task)
+
+
 def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
     """The ``runner.options.group`` outcomes of ``task``, in rollout order."""
-    from sandbox_runtime.swe.runner import backend_capabilities
-
     size = runner.options.group
     options = runner.options
     if Capability.FORK not in backend_capabilities(options.backend, options.backend_options):

@@ -34,7 +34,7 @@ from sandbox_runtime._core.pool import Lease
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
 from sandbox_runtime._core.usage import SandboxUsage
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe import tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.bigfields import trajectory_task
@@ -125,6 +125,9 @@ def backend_capabilities(backend: str, options: dict[str, Any]) -> frozenset[Cap
 class Runner:
     """Runs tasks with an agent; see the module docstring."""
 
+    #: Whether this runner runs ``RunOptions.group`` rollouts per task (``GroupRunner``).
+    _runs_groups = False
+
     def __init__(
         self,
         tasks: Sequence[Task],
@@ -134,6 +137,10 @@ class Runner:
         on_done: Callable[[TaskOutcome], None] | None = None,
         agent_name: str = "",
     ) -> None:
+        if options.group > 1 and not self._runs_groups:
+            raise ConfigError(
+                f"group={options.group}: run groups with sandbox_runtime.swe.group.GroupRunner"
+            )
         self.tasks = list(tasks)
         self.agent_factory = agent_factory
         self.options = options
@@ -202,11 +209,7 @@ class Runner:
         return [outcome for index in sorted(outcomes) for outcome in outcomes[index]]
 
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
-        """One task's outcomes: one, or one per rollout of its group (``RunOptions.group``)."""
-        if self.options.group > 1:
-            from sandbox_runtime.swe.group import run_group
-
-            return run_group(self, task)
+        """One task's outcomes (a group's runner gives one per rollout)."""
         return [self._with_retries(task)]
 
     def _config(self, task: Task) -> SandboxConfig:
