@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ GROUP = 4
 
 def _options(backend: str, tmp_path: Path, **fields: Any) -> RunOptions:
     backend_options = {"base_dir": str(tmp_path / "sbx")} if backend == "local" else {}
-    return RunOptions(backend=backend, jobs=2, backend_options=backend_options, **fields)
+    return RunOptions(**{"jobs": 2, **fields}, backend=backend, backend_options=backend_options)
 
 
 def _run(tasks: list[Task], options: RunOptions, agent: str = "oracle") -> list[TaskOutcome]:
@@ -50,9 +51,14 @@ def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setup
         require(docker_problem())
         for name in sample_names():
             build_sample_image(name, base=DOCKER_IMAGE)
-    grouped = _run(bundled_tasks, _options(backend, tmp_path, group=GROUP))
+    # The same concurrency both ways: one group (its 4 rollouts at once), or 4 tasks at once.
+    began = time.monotonic()
+    grouped = _run(bundled_tasks, _options(backend, tmp_path, group=GROUP, jobs=1))
+    grouped_wall = time.monotonic() - began
     # Four independent runs of every task: the tasks four times over, in one run.
-    independent = _run(bundled_tasks * GROUP, _options(backend, tmp_path))
+    began = time.monotonic()
+    independent = _run(bundled_tasks * GROUP, _options(backend, tmp_path, jobs=GROUP))
+    independent_wall = time.monotonic() - began
 
     assert len(grouped) == len(independent) == GROUP * len(bundled_tasks)
     assert _rewards(grouped) == _rewards(independent)
@@ -72,11 +78,12 @@ def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setup
     assert setups_grouped == len(bundled_tasks)
     assert setups_independent == GROUP * (len(bundled_tasks) + fresh)
     assert setups_grouped * GROUP <= setups_independent
+    used = {name: summary(o)["accounting"] for name, o in (("g", grouped), ("i", independent))}
     print(
-        f"\n{backend}: group of {GROUP}: {setups_grouped} setups, "
-        f"{summary(grouped)['accounting']['sandbox_seconds']:.1f} sandbox-s; "
-        f"{GROUP} independent runs: {setups_independent} setups, "
-        f"{summary(independent)['accounting']['sandbox_seconds']:.1f} sandbox-s"
+        f"\n{backend}: group of {GROUP}: {setups_grouped} setups, {used['g']['sandboxes']} "
+        f"sandboxes, {used['g']['sandbox_seconds']:.1f} sandbox-s, {grouped_wall:.1f} s wall; "
+        f"{GROUP} independent runs: {setups_independent} setups, {used['i']['sandboxes']} "
+        f"sandboxes, {used['i']['sandbox_seconds']:.1f} sandbox-s, {independent_wall:.1f} s wall"
     )
 
 
@@ -166,3 +173,26 @@ def test_the_command_line_reports_each_rollout(tmp_path: Path, bundled_tasks: li
     refused = run_cli(tmp_path, "run", "bundled", "--group", "2", "--predictions", "p.jsonl")
     assert refused.returncode != 0
     assert "--predictions holds one patch per task" in refused.stderr
+
+
+def test_a_failed_setup_makes_every_rollout_an_error(
+    tmp_path: Path, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runtime.swe import group
+    from sandbox_runtime.swe.prepare import SetupError
+
+    def setup_fails(task: Task, sandbox: Any) -> None:
+        raise SetupError("injected: the setup failed")
+
+    monkeypatch.setattr(group, "prepare", setup_fails)
+    task = task_named(bundled_tasks, "pager", "r2e")
+    outcomes = _run([task], _options("local", tmp_path, group=3))
+    assert [(o.rollout, o.reward, o.outcome) for o in outcomes] == [
+        (0, None, "error"),
+        (1, None, "error"),
+        (2, None, "error"),
+    ]
+    assert all("injected: the setup failed" in (o.error or "") for o in outcomes)
+    assert [o.setups for o in outcomes] == [1, 0, 0]
+    assert outcomes[0].accounting.sandboxes == 1  # the source sandbox was paid for
+    assert [p.name for p in (tmp_path / "sbx").iterdir() if p.name.startswith("sbx-")] == []

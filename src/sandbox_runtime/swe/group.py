@@ -105,6 +105,7 @@ class _ForkedGroup:
             "options": config.options,
         }
         self.prepared: _Prepared | None = None
+        self._source_usage = SandboxUsage()
 
     def run(self) -> list[TaskOutcome]:
         """Every rollout's outcome; the saved state is deleted once no copy uses it."""
@@ -112,7 +113,9 @@ class _ForkedGroup:
         try:
             prepared = self.prepared = self._prepare()
         except Exception as exc:  # the one setup failed: every rollout is an error
-            return self._all_failed(exc, time.monotonic() - began)
+            failed = self._all_failed(exc, time.monotonic() - began)
+            failed[0].accounting = self._source_usage  # the failed setup was paid for too
+            return failed
         try:
             copies = self._copies(self.size)
             outcomes = _in_parallel(self.size, lambda index: self._rollout(index, copies[index]))
@@ -135,6 +138,7 @@ class _ForkedGroup:
             checkpoint = source.checkpoint(labels={"sandbox-runtime-group": self.runner.run_id})
         finally:
             self.runner._release(self.task, source)
+            self._source_usage = source.usage
         return _Prepared(checkpoint, source.usage, time.monotonic() - began)
 
     def _copies(self, n: int) -> list[ForkResult]:
