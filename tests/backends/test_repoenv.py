@@ -168,3 +168,36 @@ def test_on_the_kubernetes_engine(k8s_emulator: Any, docker_image: str) -> None:
         assert sandbox.backend.sandbox_id.startswith("sandbox-runtime-")  # a pod name
         assert sandbox.exec("test -x ../root/run_tests.sh && test ! -e run_tests.sh").ok
         assert sandbox.exec("git status --porcelain", check=True).stdout == ""
+
+
+def test_checkpoints_and_forks_go_through_to_the_engine(tmp_path: Path) -> None:
+    """The engine's checkpoint, named repoenv's; a fork holds the setup without rerunning it."""
+    from sandbox_runtime import Capability, delete_checkpoint, list_checkpoints
+    from sandbox_runtime.backend_kit import load_backend
+
+    options = _local(tmp_path, ds=_entry())
+    engine = load_backend("local")
+    engine_declares = engine.capabilities_for(engine.options_model.model_validate({}))
+    repoenv = load_backend("repoenv")
+    declared = repoenv.capabilities_for(repoenv.options_model.model_validate(options))
+    assert Capability.FORK in declared
+    assert declared == engine_declares
+    with SandboxRuntime(backend="repoenv", options=options) as sandbox:
+        sandbox.write_text("csvline/core.py", "broken\n")
+        checkpoint = sandbox.checkpoint(labels={"why": "repoenv"})
+        assert checkpoint.backend == "repoenv"
+        listed = list_checkpoints("repoenv", labels={"why": "repoenv"}, options=options)
+        assert [found.id for found in listed] == [checkpoint.id]
+        sandbox.write_text("csvline/core.py", "later\n")
+        [copy] = [result.unwrap() for result in sandbox.fork(1)]
+        with copy:
+            assert copy.read_text("csvline/core.py") == "later\n"
+            # The R2E-Gym setup is in the copy (tests hidden) and was not run again on it:
+            # the held-out tests stay out of the workdir, and nothing else moved.
+            assert not copy.exists("r2e_tests")
+            assert copy.exists("../root/r2e_tests/test_1.py")
+            assert copy.exec("git status --porcelain").stdout == " M csvline/core.py\n"
+        sandbox.rollback(checkpoint)
+        assert sandbox.read_text("csvline/core.py") == "broken\n"
+    delete_checkpoint(checkpoint, options=options)
+    assert list_checkpoints("repoenv", labels={"why": "repoenv"}, options=options) == []

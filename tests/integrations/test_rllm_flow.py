@@ -16,6 +16,7 @@ import base64
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,52 @@ def test_a_grading_sandbox_that_dies_is_an_exception_not_a_zero(
         module.SWEEvaluator().evaluate(row, episode)
 
 
+def _play_group(task: Task, settings: FlowSettings, replies: list[list[str]]) -> list[float | None]:
+    """One rollout per script, all at once as rLLM runs a group; each graded fresh."""
+
+    def rollout(script: list[str]) -> float | None:
+        with _chat_replies(script) as server:
+            chat = OpenAIChat(server.url, "scripted", settings)
+            with open_env(task, settings) as env:
+                env.reset()
+                result = run_loop(env, chat, max_steps=5)
+            chat.close()
+        return grade_patch(task, result.patch, settings).reward
+
+    with ThreadPoolExecutor(max_workers=len(replies)) as pool:
+        return list(pool.map(rollout, replies))
+
+
+def test_a_group_of_rollouts_shares_one_setup(
+    bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """rLLM runs each task ``group_size`` times at once: one setup, then copies of it."""
+    from sandbox_runtime.integrations.rllm_flow import evaluator, flow
+    from sandbox_runtime.swe.prepared import PreparedStates
+
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    gold, null = [_gold_reply(task), FINISH], ["Let me think.", FINISH]
+    for share, setups in ((True, 1), (False, 0)):
+        shared = PreparedStates()
+        monkeypatch.setattr(flow, "SHARED_SETUPS", shared)
+        monkeypatch.setattr(evaluator, "SHARED_SETUPS", shared)
+        settings = FlowSettings(
+            backend="local",
+            tools="builtin",
+            share_setup=share,
+            backend_options={"base_dir": str(tmp_path / f"share-{share}")},
+        )
+        rewards = _play_group(task, settings, [gold, null, gold, null])
+        # The same rewards either way: a copy of the prepared state is a fresh setup.
+        assert rewards == [1.0, 0.0, 1.0, 0.0]
+        # Shared: one setup for the four rollouts and their four fresh grading sandboxes.
+        assert (shared.setups, shared.copies) == (setups, 8 if share else 0)
+        shared.close()
+        # Every sandbox and every saved state is gone.
+        leftovers = [p.name for p in (tmp_path / f"share-{share}").glob("*")]
+        assert [name for name in leftovers if name.startswith(("sbx-", "ckpt-"))] == []
+
+
 def test_an_episode_without_a_diff_is_refused() -> None:
     episode = type("Episode", (), {"artifacts": {}, "trajectories": []})()
     with pytest.raises(ConfigError, match=r"artifacts\['patch'\]"):
@@ -256,6 +303,48 @@ def test_rllm_types_round_trip_through_the_flow_and_evaluator(bundled_tasks: lis
     assert len(episode.trajectories[0].steps) == 2  # one Step per model call, as traces come
     output = SWEEvaluator().evaluate(rllm_task, episode)
     assert (output.reward, output.is_correct) == (1.0, True)
+
+
+def test_rllm_group_of_one_task_shares_one_setup(
+    bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rLLM's own grouping (``interleave_tasks``), its types, the flow and evaluator at once."""
+    pytest.importorskip("rllm.data.utils")
+    from rllm.data.utils import interleave_tasks
+    from rllm.types import AgentConfig
+    from rllm.types import Task as RLLMTask
+
+    from sandbox_runtime.integrations.rllm_flow import evaluator, flow
+    from sandbox_runtime.swe.prepared import PreparedStates
+
+    shared = PreparedStates()
+    monkeypatch.setattr(flow, "SHARED_SETUPS", shared)
+    monkeypatch.setattr(evaluator, "SHARED_SETUPS", shared)
+    task = task_named(bundled_tasks, "pager", "r2e")
+    row = {
+        **task.source,
+        "id": task.task_id,
+        "sandbox_runtime": {"backend": "local", "tools": "builtin"},
+    }
+    group, ids = interleave_tasks([RLLMTask(id=task.task_id, instruction="", metadata=row)], 4)
+    assert ids == [task.task_id] * 4
+
+    def rollout(index: int) -> float:
+        script = [_gold_reply(task), FINISH] if index % 2 == 0 else ["Hmm.", FINISH]
+        with _chat_replies(script) as server:
+            config = AgentConfig(
+                base_url=server.url, model="scripted", session_uid=f"{ids[index]}:{index}"
+            )
+            episode = SWEFlow().run(group[index], config)
+        return float(SWEEvaluator().evaluate(group[index], episode).reward)
+
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            rewards = list(pool.map(rollout, range(4)))
+    finally:
+        shared.close()
+    assert rewards == [1.0, 0.0, 1.0, 0.0]
+    assert (shared.setups, shared.copies) == (1, 8)
 
 
 def test_rllm_trainer_drops_error_episodes_under_compact_filtering() -> None:

@@ -141,6 +141,15 @@ def _add_limits(run: argparse.ArgumentParser) -> None:
         "distinct image and settings (a SandboxPool each); default 0",
     )
     run.add_argument(
+        "--group",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="N rollouts per task (GRPO's group): the task's sandbox is prepared once and the "
+        "rollouts are forked from it where the backend can fork (else N independent runs, "
+        "said in the report); each rollout is graded in its own copy; default 1",
+    )
+    run.add_argument(
         "--max-starts",
         type=positive_int,
         metavar="N",
@@ -305,6 +314,7 @@ def _check_writable(path: Path | None, flag: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sandbox_runtime.swe.group import GroupRunner
     from sandbox_runtime.swe.progress import Progress
     from sandbox_runtime.swe.report import summary_table, write_trajectory
     from sandbox_runtime.swe.runner import Runner
@@ -323,11 +333,11 @@ def _run(args: argparse.Namespace) -> int:
     tasks, errors = _tasks_to_run(args, sources)
 
     trajectories = args.trajectories.open("w", encoding="utf-8") if args.trajectories else None
-    progress = Progress(len(tasks), enabled=not args.quiet)
+    progress = Progress(len(tasks) * args.group, enabled=not args.quiet)
 
     def done(outcome: TaskOutcome) -> None:
         progress.update(
-            outcome.task_id, outcome.reward, outcome.reason, outcome.total_time, bool(outcome.error)
+            outcome.label, outcome.reward, outcome.reason, outcome.total_time, bool(outcome.error)
         )
         if trajectories is not None:
             write_trajectory(trajectories, outcome)
@@ -337,7 +347,8 @@ def _run(args: argparse.Namespace) -> int:
         from sandbox_runtime._core.limits import set_start_limit
 
         set_start_limit(args.backend, args.max_starts)
-    runner = Runner(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
+    runner_cls = GroupRunner if args.group > 1 else Runner
+    runner = runner_cls(tasks, agent_factory, options, on_done=done, agent_name=args.agent)
     try:
         outcomes = run_interruptibly(runner, progress)
     finally:
@@ -357,6 +368,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     _check_writable(args.report, "--report")
     _check_writable(args.trajectories, "--trajectories")
     _check_writable(args.predictions, "--predictions")
+    if args.predictions and args.group > 1:
+        raise ConfigError(
+            "--predictions holds one patch per task, and --group gives several: use "
+            "--trajectories or --report for the rollouts"
+        )
     if args.predictions and args.predictions.suffix not in (".json", ".jsonl"):
         raise ConfigError(
             f"--predictions {args.predictions}: the swebench harness reads .json or .jsonl"
@@ -399,6 +415,7 @@ def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) 
         backend_options=options_for_backend,
         retries=args.retries,
         warm=args.warm,
+        group=args.group,
         grade_in=None if args.grade_in == "default" else args.grade_in,
         grading=args.grading,
         price=price_for(args.backend, args.price),
@@ -425,6 +442,7 @@ def _write_outputs(
                 "agent": args.agent,
                 "grade_in": args.grade_in,
                 "grading": args.grading,
+                "group": args.group,
                 "sources": sources,
                 "skipped_rows": errors,
             }

@@ -57,8 +57,12 @@ def grade_fresh(
     patch_error: str | None = None,
     strict: bool = False,
     reverse: bool = False,
+    prepared: bool = False,
 ) -> GradeResult:
     """Start ``sandbox`` (not yet started), ready it for ``task``, apply ``patch``, grade, close.
+
+    ``prepared``: ``sandbox`` is started and ready already (a fork of the task's prepared
+    sandbox, taken before any agent ran: ``run --group``), so neither start nor setup runs.
 
     The caller creates the sandbox (from the task's config, on the agent's backend) so that it
     can track it for cancellation and read its accounting afterwards.  ``strict`` applies only
@@ -70,7 +74,14 @@ def grade_fresh(
         raise ConfigError("strict grading applies an agent's forward diff; reverse=True is not one")
     try:
         graded, dropped = _start_apply_grade(
-            task, sandbox, patch, timeout, patch_error, strict=strict, reverse=reverse
+            task,
+            sandbox,
+            patch,
+            timeout,
+            patch_error,
+            strict=strict,
+            reverse=reverse,
+            prepared=prepared,
         )
     finally:
         try:
@@ -92,12 +103,14 @@ def _start_apply_grade(
     *,
     strict: bool,
     reverse: bool,
+    prepared: bool = False,
 ) -> tuple[GradeResult, list[DroppedChange]]:
     if patch_error is not None:
         return grade(task, sandbox, timeout=timeout, patch_error=patch_error), []
     try:
-        sandbox.start()
-        prepare(task, sandbox)
+        if not prepared:
+            sandbox.start()
+            prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
         failure, dropped = _apply(task, sandbox, patch, strict=strict, reverse=reverse)
     except SandboxError as exc:

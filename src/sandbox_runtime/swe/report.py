@@ -72,6 +72,14 @@ class TaskOutcome:
     """Price per sandbox-second, for the estimated cost (``None``: no estimate)."""
     notes: list[str] = field(default_factory=list)
     """The agent's notes for a reader (e.g. that the issue the model got was cut)."""
+    rollout: int | None = None
+    """With ``run --group N``: this rollout's index in its task's group (0 to N-1)."""
+    group_mode: str = ""
+    """With ``run --group N``: ``fork`` (the rollouts are copies of one prepared sandbox) or
+    ``independent`` (the backend cannot fork: each rollout started and set up its own)."""
+    setups: int = 0
+    """Task setups this outcome paid for (the agent's sandbox, a fresh grading sandbox, earlier
+    attempts'); in a forked group the one setup is counted on rollout 0 alone."""
 
     def accounting_entry(self) -> dict[str, Any]:
         """The accounting as reports show it (see :mod:`sandbox_runtime._core.usage`)."""
@@ -130,7 +138,18 @@ class TaskOutcome:
             "flagged": self.flagged,
             "tamper": [flag.to_dict() for flag in self.tamper],
             "accounting": self.accounting_entry(),
+            "setups": self.setups,
+            **(
+                {"rollout": self.rollout, "group_mode": self.group_mode}
+                if self.rollout is not None
+                else {}
+            ),
         }
+
+    @property
+    def label(self) -> str:
+        """The task id, with ``#rollout`` in a group: what tables and logs name it by."""
+        return self.task_id if self.rollout is None else f"{self.task_id}#{self.rollout}"
 
     def trajectory(self) -> dict[str, Any]:
         """The task's full trajectory record."""
@@ -168,7 +187,7 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
             outcome.reason if len(outcome.reason) <= width else outcome.reason[: width - 3] + "..."
         )
         lines.append(
-            f"{outcome.task_id[:36]:<36} {shown(outcome.reward):>6} {len(outcome.steps):>5} "
+            f"{_short_label(outcome):<36} {shown(outcome.reward):>6} {len(outcome.steps):>5} "
             f"{outcome.total_time:>6.1f}s  {reason}"
         )
     totals = summary(outcomes)
@@ -201,6 +220,12 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
     return "\n".join(lines)
 
 
+def _short_label(outcome: TaskOutcome, width: int = 36) -> str:
+    """The outcome's label cut to ``width``, keeping a rollout's ``#index``."""
+    suffix = "" if outcome.rollout is None else f"#{outcome.rollout}"
+    return outcome.task_id[: width - len(suffix)] + suffix
+
+
 def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
     """Totals for the report; the mean reward is over graded tasks only (errors have none)."""
     rewards = [o.reward for o in outcomes if o.reward is not None]
@@ -209,6 +234,7 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
         "resolved": sum(1 for o in outcomes if o.outcome == "resolved"),
         "unresolved": sum(1 for o in outcomes if o.outcome == "unresolved"),
         "errors": sum(1 for o in outcomes if o.outcome == "error"),
+        "setups": sum(o.setups for o in outcomes),
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
         "flagged": sum(1 for o in outcomes if o.flagged),
         "dropped": sum(1 for o in outcomes if o.dropped),

@@ -34,7 +34,7 @@ from sandbox_runtime._core.pool import Lease
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
 from sandbox_runtime._core.usage import SandboxUsage
-from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.bigfields import trajectory_task
@@ -85,6 +85,9 @@ class RunOptions:
     grading: str = GradingMode.BENCHMARK.value
     """``benchmark`` (what the benchmark's harness lets through) or ``strict`` (only the
     change to non-test source, in a fresh sandbox; :mod:`sandbox_runtime.swe.strict`)."""
+    group: int = 1
+    """Rollouts per task (GRPO's group): above 1, each task's sandbox is prepared once and its
+    rollouts are forked from it where the backend can fork (:mod:`sandbox_runtime.swe.group`)."""
 
 
 def task_sandbox_config(
@@ -139,6 +142,9 @@ def backend_capabilities(backend: str, options: dict[str, Any]) -> frozenset[Cap
 class Runner:
     """Runs tasks with an agent; see the module docstring."""
 
+    #: Whether this runner runs ``RunOptions.group`` rollouts per task (``GroupRunner``).
+    _runs_groups = False
+
     def __init__(
         self,
         tasks: Sequence[Task],
@@ -148,6 +154,10 @@ class Runner:
         on_done: Callable[[TaskOutcome], None] | None = None,
         agent_name: str = "",
     ) -> None:
+        if options.group > 1 and not self._runs_groups:
+            raise ConfigError(
+                f"group={options.group}: run groups with sandbox_runtime.swe.group.GroupRunner"
+            )
         self.tasks = list(tasks)
         self.agent_factory = agent_factory
         self.options = options
@@ -185,13 +195,13 @@ class Runner:
         ``KeyboardInterrupt`` cancels (see :meth:`cancel`), waits briefly for the workers to
         notice, and propagates.
         """
-        outcomes: dict[int, TaskOutcome] = {}
+        outcomes: dict[int, list[TaskOutcome]] = {}
         self._warn_about_caps()
         if self.options.warm > 0:
             self._pools = WarmPools(self.tasks, self.options.warm)
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
-        futures: dict[Future[TaskOutcome], int] = {
-            executor.submit(self._with_retries, task): index
+        futures: dict[Future[list[TaskOutcome]], int] = {
+            executor.submit(self._task_outcomes, task): index
             for index, task in enumerate(self.tasks)
         }
         pending = set(futures)
@@ -199,10 +209,10 @@ class Runner:
             while pending:
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                 for future in done:
-                    outcome = future.result()
-                    outcomes[futures[future]] = outcome
-                    if self.on_done is not None:
-                        self.on_done(outcome)
+                    outcomes[futures[future]] = future.result()
+                    for outcome in outcomes[futures[future]]:
+                        if self.on_done is not None:
+                            self.on_done(outcome)
         except BaseException:
             self.cancel()
             for future in pending:
@@ -214,7 +224,11 @@ class Runner:
             executor.shutdown(wait=False, cancel_futures=True)
             if self._pools is not None:
                 self._pools.close()
-        return [outcomes[index] for index in sorted(outcomes)]
+        return [outcome for index in sorted(outcomes) for outcome in outcomes[index]]
+
+    def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
+        """One task's outcomes (a group's runner gives one per rollout)."""
+        return [self._with_retries(task)]
 
     def _warn_about_caps(self) -> None:
         """Say once, up front, when a backend's hard cap would cut the longest episode."""
@@ -242,18 +256,23 @@ class Runner:
             cancel=self._cancel,
         )
 
-    def _with_retries(self, task: Task) -> TaskOutcome:
+    def _with_retries(
+        self, task: Task, attempt: Callable[[], TaskOutcome] | None = None
+    ) -> TaskOutcome:
         """The task's outcome, run again in a fresh sandbox while it ends in an error.
 
         Only errors are retried (an infrastructure fault, an agent crash), never a graded 0:
         a task's tests decide once.  Each earlier attempt's error stays in ``attempts``.
+        ``attempt`` runs one attempt (default: :meth:`_one`, a fresh sandbox each time).
         """
         earlier: list[str] = []
         spent = SandboxUsage()
+        setups = 0
         while True:
-            outcome = self._one(task)
+            outcome = (attempt or (lambda: self._one(task)))()
             # Every attempt's sandboxes were paid for: the accounting covers them all.
             spent = outcome.accounting = spent + outcome.accounting
+            setups = outcome.setups = setups + outcome.setups
             if outcome.outcome != "error" or self.cancelled or len(earlier) >= self.options.retries:
                 outcome.attempts = [
                     *earlier,
@@ -283,12 +302,17 @@ class Runner:
             sandbox = lease.sandbox
         else:
             sandbox = SandboxRuntime(self._config(task))
+        self._track(sandbox, used)
+        if lease is not None:
+            with self._lock:
+                self._leases[id(sandbox)] = lease
+        return sandbox
+
+    def _track(self, sandbox: SandboxRuntime, used: list[SandboxRuntime]) -> None:
+        """Count ``sandbox`` in the task's accounting, and let :meth:`cancel` close it."""
         used.append(sandbox)
         with self._lock:
             self._open[id(sandbox)] = sandbox
-            if lease is not None:
-                self._leases[id(sandbox)] = lease
-        return sandbox
 
     def _release(self, task: Task, sandbox: SandboxRuntime) -> None:
         """Close ``sandbox`` (a pooled one through its lease); harmless to call twice."""
@@ -304,7 +328,8 @@ class Runner:
         with self._lock:
             self._open.pop(id(sandbox), None)
 
-    def _one(self, task: Task) -> TaskOutcome:
+    def _new_outcome(self, task: Task) -> TaskOutcome:
+        """An empty outcome of ``task`` ("cancelled" when the run was cancelled)."""
         outcome = TaskOutcome(
             task_id=task.task_id,
             format=task.format,
@@ -316,47 +341,81 @@ class Runner:
         )
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
+        return outcome
+
+    def _resolve_grading(self, task: Task, outcome: TaskOutcome) -> None:
+        """Set how and where ``outcome`` is graded (strict grading always grades fresh)."""
+        outcome.grading = resolve_grading(self.options.grading, self.options.grade_in).value
+        strict = outcome.grading == GradingMode.STRICT.value
+        grade_in = GradeIn.FRESH if strict else resolve_grade_in(task, self.options.grade_in)
+        outcome.grade_in = grade_in.value
+
+    def _failed(self, task: Task, outcome: TaskOutcome, exc: Exception) -> None:
+        """Turn an exception into the outcome's error: no reward, never a 0."""
+        if self._cancel.is_set():
+            outcome.reason = outcome.error = "cancelled"
+        else:
+            logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
+            outcome.error = f"{type(exc).__name__}: {exc}"
+            outcome.reason = f"error: {outcome.error}"
+        outcome.reward = None
+
+    def _one(self, task: Task) -> TaskOutcome:
+        outcome = self._new_outcome(task)
+        if outcome.error:
             return outcome
         began = time.monotonic()
         sandbox: SandboxRuntime | None = None
         used: list[SandboxRuntime] = []
         try:
-            outcome.grading = resolve_grading(self.options.grading, self.options.grade_in).value
-            strict = outcome.grading == GradingMode.STRICT.value
-            grade_in = GradeIn.FRESH if strict else resolve_grade_in(task, self.options.grade_in)
-            outcome.grade_in = grade_in.value
+            self._resolve_grading(task, outcome)
             sandbox = self._open_sandbox(task, used, pooled=True)
             sandbox.start()
             grading = lifetimes.grading_seconds(self.options.test_timeout)
             lifetimes.hold_lease(sandbox, grading)
             outcome.sandbox_id = sandbox.id
+            outcome.setups += 1
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
             baseline = tamper.baseline_or_none(sandbox)
             outcome.timings["setup"] = time.monotonic() - began
-            result = self._attempt(task, sandbox, outcome, baseline)
-            if result is not None:
-                if outcome.grade_in == GradeIn.FRESH.value:
-                    # The agent's sandbox is no longer needed: free it before the next starts.
-                    self._release(task, sandbox)
-                else:
-                    # Never let the sandbox holding the ungraded patch end before grading does.
-                    lifetimes.ensure_remaining(sandbox, grading)
-                self._grade(task, sandbox, outcome, result, used)
+            self._act_and_grade(task, sandbox, outcome, baseline, used)
         except Exception as exc:
-            if self._cancel.is_set():
-                outcome.reason = outcome.error = "cancelled"
-            else:
-                logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
-                outcome.error = f"{type(exc).__name__}: {exc}"
-                outcome.reason = f"error: {outcome.error}"
-            outcome.reward = None
+            self._failed(task, outcome, exc)
         finally:
             if sandbox is not None:
                 self._release(task, sandbox)
             outcome.timings["total"] = time.monotonic() - began
             outcome.accounting = SandboxUsage.total(box.usage for box in used)
         return outcome
+
+    def _act_and_grade(
+        self,
+        task: Task,
+        sandbox: SandboxRuntime,
+        outcome: TaskOutcome,
+        baseline: tamper.Baseline | None,
+        used: list[SandboxRuntime],
+        *,
+        grading_copy: Callable[[], SandboxRuntime] | None = None,
+    ) -> None:
+        """Run the agent in the prepared ``sandbox``, then grade where the task is graded.
+
+        ``grading_copy``: where a fresh grading sandbox comes from already prepared (a group's
+        fork of its prepared sandbox); without it, one is started and prepared.
+        """
+        result = self._attempt(task, sandbox, outcome, baseline)
+        if result is None:
+            return
+        if outcome.grade_in == GradeIn.FRESH.value:
+            # The agent's sandbox is no longer needed: free it before the next starts.
+            self._release(task, sandbox)
+        else:
+            # Never let the sandbox holding the ungraded patch end before grading does.
+            lifetimes.ensure_remaining(
+                sandbox, lifetimes.grading_seconds(self.options.test_timeout)
+            )
+        self._grade(task, sandbox, outcome, result, used, grading_copy=grading_copy)
 
     def _attempt(
         self,
@@ -393,23 +452,14 @@ class Runner:
         outcome: TaskOutcome,
         result: AgentResult,
         used: list[SandboxRuntime],
+        *,
+        grading_copy: Callable[[], SandboxRuntime] | None = None,
     ) -> None:
         """Grade where the task is graded, and turn the result into the outcome's reward."""
         began = time.monotonic()
         graded: GradeResult
         if outcome.grade_in == GradeIn.FRESH.value:
-            fresh = self._open_sandbox(task, used)
-            try:
-                graded = grade_fresh(
-                    task,
-                    fresh,
-                    outcome.patch,
-                    timeout=self.options.test_timeout,
-                    patch_error=result.patch_error,
-                    strict=outcome.grading == GradingMode.STRICT.value,
-                )
-            finally:
-                self._release(task, fresh)
+            graded = self._grade_fresh(task, outcome, result, used, grading_copy)
         else:
             graded = grade(
                 task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
@@ -429,3 +479,35 @@ class Runner:
             # (a fix it finished before crashing still counts).
             outcome.reward = None
             outcome.reason = f"{graded.reason} (agent error: {result.error})"
+
+    def _grade_fresh(
+        self,
+        task: Task,
+        outcome: TaskOutcome,
+        result: AgentResult,
+        used: list[SandboxRuntime],
+        grading_copy: Callable[[], SandboxRuntime] | None,
+    ) -> GradeResult:
+        """Grade the agent's diff in a fresh sandbox: a prepared copy, or one set up now."""
+        fresh: SandboxRuntime
+        try:
+            if grading_copy is None:
+                fresh = self._open_sandbox(task, used)
+                outcome.setups += 1
+            else:
+                fresh = grading_copy()
+                self._track(fresh, used)
+        except SandboxError as exc:
+            return GradeResult(None, f"infrastructure error: grading copy: {exc}")
+        try:
+            return grade_fresh(
+                task,
+                fresh,
+                outcome.patch,
+                timeout=self.options.test_timeout,
+                patch_error=result.patch_error,
+                strict=outcome.grading == GradingMode.STRICT.value,
+                prepared=grading_copy is not None,
+            )
+        finally:
+            self._release(task, fresh)

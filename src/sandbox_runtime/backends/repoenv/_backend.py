@@ -10,7 +10,10 @@ its *engine* (``docker`` by default, like R2E-Gym; ``local``, ``ags`` or any ins
 * after the engine starts the sandbox, the R2E-Gym setup runs in it
   (:func:`~sandbox_runtime.swe.formats.r2e.r2e_setup_script`, idempotent);
 * every primitive is the engine's own, so timeouts, file transfer, lifetimes and reaping are
-  the engine's: ``sandbox-runtime reap`` finds a lost ``repoenv`` sandbox under its engine.
+  the engine's: ``sandbox-runtime reap`` finds a lost ``repoenv`` sandbox under its engine;
+* checkpoints, rollback, fork and pause are the engine's too, where the engine declares them
+  (a checkpoint is the engine's, handed out under the name ``repoenv``; a sandbox started
+  from one already holds the R2E-Gym setup, so the setup is not run again).
 
 It is a backend rather than a helper so that code choosing a backend by name from a task
 file keeps working with nothing but ``backend="repoenv"`` and the entry.
@@ -19,6 +22,7 @@ file keeps working with nothing but ``backend="repoenv"`` and the entry.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +31,7 @@ from sandbox_runtime.backend_kit import (
     Backend,
     BackendOptions,
     Capability,
+    Checkpoint,
     ExecRequest,
     ExecResult,
     FileInfo,
@@ -39,17 +44,6 @@ from sandbox_runtime.errors import ConfigError, SandboxStartError
 from ._options import RepoEnvOptions
 
 __all__ = ["RepoEnvBackend", "RepoEnvOptions"]
-
-
-#: Engine capabilities repoenv does not pass through yet (see ``capabilities_for``).
-_NOT_PASSED_THROUGH = frozenset(
-    {
-        Capability.CHECKPOINT_FILESYSTEM,
-        Capability.CHECKPOINT_MEMORY,
-        Capability.FORK,
-        Capability.PAUSE,
-    }
-)
 
 
 class RepoEnvBackend(Backend[RepoEnvOptions]):
@@ -88,15 +82,15 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
 
     @classmethod
     def capabilities_for(cls, options: BackendOptions) -> frozenset[Capability]:
-        """Those of the engine it runs on, less checkpoints, forks and pause.
+        """Those of the engine it runs on, checkpoints, forks and pause included.
 
-        Those are not passed through to the engine yet (issue 22's later slices), so they are
-        not declared: a call raises ``CapabilityUnsupportedError`` instead of lying.
+        Every call is passed through to the engine, so what the engine declares is true here;
+        what it lacks raises ``CapabilityUnsupportedError`` naming ``repoenv``.
         """
         opts = cls.coerce_options(options)
         engine_cls = load_backend(opts.engine)
         engine_options = engine_cls.options_model.model_validate(opts.engine_options)
-        return engine_cls.capabilities_for(engine_options) - _NOT_PASSED_THROUGH
+        return engine_cls.capabilities_for(engine_options)
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -199,3 +193,58 @@ class RepoEnvBackend(Backend[RepoEnvOptions]):
 
     def gone_cause(self) -> str:
         return self._engine.gone_cause()
+
+    # -- checkpoints, forks and pause: the engine's (docs/checkpoints.md) ----------------
+
+    def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
+        self._engine_has(Capability.CHECKPOINT_FILESYSTEM)
+        return _as_ours(self._engine.checkpoint(labels, lifetime))
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        self._engine_has(Capability.CHECKPOINT_FILESYSTEM)
+        self._engine.rollback(_as_engines(checkpoint, self.options.engine))
+
+    def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """The engine's start from the checkpoint; its state already holds the R2E-Gym setup."""
+        self._engine_has(Capability.FORK)
+        self._engine.start_from_checkpoint(_as_engines(checkpoint, self.options.engine))
+
+    def pause(self) -> None:
+        self._engine_has(Capability.PAUSE)
+        self._engine.pause()
+
+    def resume(self) -> None:
+        self._engine_has(Capability.PAUSE)
+        self._engine.resume()
+
+    @classmethod
+    def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
+        """The engine's checkpoints (those taken through repoenv among them), named ours."""
+        engine_cls, engine_options = _engine_of(cls.coerce_options(options))
+        return [_as_ours(found) for found in engine_cls.list_checkpoints(engine_options)]
+
+    @classmethod
+    def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
+        engine_cls, engine_options = _engine_of(cls.coerce_options(options))
+        engine_cls.delete_checkpoint(checkpoint_id, engine_options)
+
+    def _engine_has(self, capability: Capability) -> None:
+        """The typed error naming ``repoenv`` when the engine lacks ``capability``."""
+        if capability not in self._engine.capabilities_for(self._engine.options):
+            raise self._unsupported(capability)
+
+
+def _engine_of(options: RepoEnvOptions) -> tuple[type[Backend[Any]], BackendOptions]:
+    """The engine's class and its validated options."""
+    engine_cls = load_backend(options.engine)
+    return engine_cls, engine_cls.options_model.model_validate(options.engine_options)
+
+
+def _as_ours(checkpoint: Checkpoint) -> Checkpoint:
+    """An engine's checkpoint handed out as repoenv's (the runtime matches it by backend)."""
+    return dataclasses.replace(checkpoint, backend=RepoEnvBackend.name)
+
+
+def _as_engines(checkpoint: Checkpoint, engine: str) -> Checkpoint:
+    """Ours handed back to the engine, which checks it by its own name."""
+    return dataclasses.replace(checkpoint, backend=engine)

@@ -95,6 +95,7 @@ from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
 from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.prepared import PreparedStates
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_lifetime, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
@@ -179,6 +180,7 @@ class SWEEnv(_EnvBase):
         grading: str = GradingMode.STRICT.value,
         max_steps: int = 50,
         max_lifetime: float | None = None,
+        shared: PreparedStates | None = None,
     ) -> None:
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
@@ -212,6 +214,8 @@ class SWEEnv(_EnvBase):
         self.last_grade: GradeResult | None = None
         self._idx: Any = None
         self._lock = threading.Lock()
+        self.shared = shared
+        """Prepared states shared with the other rollouts of the task's group, if any."""
 
     # rLLM's batch index, kept here too so the class behaves the same without rLLM.
     @property
@@ -226,11 +230,9 @@ class SWEEnv(_EnvBase):
         """Open a fresh sandbox for the task; returns the issue and the task's identity."""
         with self._lock:
             self._close_sandbox()
-            sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
+            sandbox = self._open_prepared()
             try:
-                sandbox.start()
                 lifetimes.hold_lease(sandbox, self._grading_seconds_needed())
-                prepare(self.task, sandbox)
                 sandbox.base_commit(refresh=True)
                 self._install_scripts(sandbox)
                 self._baseline = tamper.baseline_or_none(sandbox)
@@ -257,6 +259,19 @@ class SWEEnv(_EnvBase):
         if cut is not None:  # the model is told in the text; the trainer's log hears it here
             info["notes"] = [f"the issue given to the model was cut: {cut.note()}"]
         return issue, info
+
+    def _open_prepared(self) -> SandboxRuntime:
+        """A started, prepared sandbox: a copy of the group's shared state, or a fresh setup."""
+        if self.shared is not None:
+            return self.shared.open(self.task, self.options)
+        sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
+        try:
+            sandbox.start()
+            prepare(self.task, sandbox)
+        except BaseException:
+            sandbox.close()
+            raise
+        return sandbox
 
     def step(
         self, action: str | ToolCall | Mapping[str, Any]
@@ -349,18 +364,34 @@ class SWEEnv(_EnvBase):
         timeout = self.options.test_timeout
         began = time.monotonic()
         if self.grade_in is GradeIn.FRESH:
-            fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
-            strict = self.grading is GradingMode.STRICT
-            self.last_grade = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict)
-            if strict:
+            self.last_grade, used = self._grade_fresh(patch, timeout)
+            if self.grading is GradingMode.STRICT:
                 outside = outside_changes(self.last_tamper)
                 self.last_grade.dropped += [change.to_dict() for change in outside]
-            self._grading_usage = self._grading_usage + fresh.usage
+            self._grading_usage = self._grading_usage + used
         else:
             self.last_grade = grade(self.task, sandbox, timeout=timeout)
         self._grading_seconds += time.monotonic() - began
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
+
+    def _grade_fresh(self, patch: str, timeout: float) -> tuple[GradeResult, SandboxUsage]:
+        """Grade ``patch`` fresh: in a copy of the group's prepared state, or a new setup.
+
+        Returns the result (an error result when no grading sandbox could start: never a 0)
+        and what the grading sandbox used.
+        """
+        strict = self.grading is GradingMode.STRICT
+        if self.shared is None:
+            fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
+            graded = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict)
+            return graded, fresh.usage
+        try:
+            fresh = self.shared.open(self.task, self.options)
+        except SandboxError as exc:
+            return GradeResult(None, f"infrastructure error: grading copy: {exc}"), SandboxUsage()
+        graded = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict, prepared=True)
+        return graded, fresh.usage
 
     def accounting(self) -> dict[str, Any]:
         """What the episode used so far: its sandbox, a fresh grading sandbox, grading time.

@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
-from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, swe_task, task_row
+from sandbox_runtime.errors import ConfigError, SandboxError
+from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, SHARED_SETUPS, swe_task, task_row
 from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolve_settings
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.isolation import grade_fresh
@@ -61,9 +61,18 @@ def grade_patch(task: SWETask, patch: str, settings: FlowSettings) -> GradeResul
         base_image=settings.base_image,
         backend_options=dict(settings.backend_options),
     )
-    sandbox = SandboxRuntime(task_sandbox_config(task, options))
     strict = settings.grading == GradingMode.STRICT.value
-    result = grade_fresh(task, sandbox, patch, timeout=settings.reward_timeout, strict=strict)
+    if not settings.share_setup:
+        sandbox = SandboxRuntime(task_sandbox_config(task, options))
+        result = grade_fresh(task, sandbox, patch, timeout=settings.reward_timeout, strict=strict)
+    else:  # a copy of the task's shared prepared state: no setup runs again
+        try:
+            sandbox = SHARED_SETUPS.open(task, options)
+        except SandboxError as exc:
+            return GradeResult(None, f"infrastructure error: grading sandbox: {exc}")
+        result = grade_fresh(
+            task, sandbox, patch, timeout=settings.reward_timeout, strict=strict, prepared=True
+        )
     result.grade_in = "fresh"
     return result
 

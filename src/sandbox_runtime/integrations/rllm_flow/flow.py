@@ -17,6 +17,12 @@ records every model call for training.  This flow:
   sandbox.  :class:`~sandbox_runtime.integrations.rllm_flow.evaluator.SWEEvaluator` grades the
   diff by the task's own tests.
 
+The rollouts of one task (rLLM runs each task ``group_size`` times, at once) share one
+prepared sandbox where the backend can fork (``share_setup``, on by default): the task is set
+up once per process, and each rollout starts from a checkpoint of that state
+(:data:`SHARED_SETUPS`, :mod:`sandbox_runtime.swe.prepared`); the evaluator's fresh grading
+sandboxes start from it too.
+
 It declares ``needs_env = False``: rLLM's hooks provision nothing for it, so rLLM's fixed
 ``--sandbox-backend`` list, its tunnel and its warm queue are not involved (docs/rllm-main.md).
 An exception (a sandbox that fails, an endpoint that errors) leaves the flow: rLLM's engine
@@ -26,6 +32,7 @@ from the update under ``rllm.compact_filtering`` (``enable`` and ``mask_error``)
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Mapping
@@ -40,10 +47,11 @@ from sandbox_runtime.integrations.rllm_flow.settings import (
     FlowSettings,
     resolve_settings,
 )
+from sandbox_runtime.swe.prepared import PreparedStates
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.task import Task as SWETask
 
-__all__ = ["FLOW_NAME", "SWEFlow", "swe_task", "task_row"]
+__all__ = ["FLOW_NAME", "SHARED_SETUPS", "SWEFlow", "swe_task", "task_row"]
 
 logger = logging.getLogger("sandbox_runtime.integrations")
 
@@ -51,6 +59,12 @@ logger = logging.getLogger("sandbox_runtime.integrations")
 FLOW_NAME = "sandbox-runtime-swe"
 #: Keys rLLM's loaders add to a row that are not the task's.
 _RLLM_ROW_KEYS = ("id", "instruction", "task_path", "sandbox_backend", ROW_KEY)
+
+#: This process's prepared task states, shared by the rollouts of each task's group and by
+#: the evaluator (``share_setup``); their checkpoints are deleted when the process exits, and
+#: carry owner labels, so ``sandbox-runtime reap`` removes them if it dies instead.
+SHARED_SETUPS = PreparedStates()
+atexit.register(SHARED_SETUPS.close)
 
 
 def task_row(task: Any) -> dict[str, Any]:
@@ -81,6 +95,7 @@ def open_env(task: SWETask, settings: FlowSettings) -> SWEEnv:
         base_image=settings.base_image,
         max_output_chars=settings.max_output_chars,
         tools=settings.tools,
+        shared=SHARED_SETUPS if settings.share_setup else None,
     )
 
 

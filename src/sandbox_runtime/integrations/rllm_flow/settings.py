@@ -70,6 +70,11 @@ class FlowSettings(BaseModel):
     max_tokens: int | None = Field(default=None, gt=0)
     request_timeout: float = Field(default=600.0, gt=0)
     """Seconds one model request may take."""
+    share_setup: bool = True
+    """Rollouts of one task in this process (rLLM's group: each task ``group_size`` times)
+    share one prepared sandbox: it is set up once, checkpointed, and every rollout and fresh
+    grading sandbox starts from the checkpoint, where the backend forks (``Capability.FORK``;
+    otherwise each sets up its own, as with ``false``).  See :mod:`sandbox_runtime.swe.prepared`."""
     grading: Literal["strict", "benchmark"] = "strict"
     """``strict`` (the default for training): only the diff's changes to non-test source reach
     the tests (:mod:`sandbox_runtime.swe.strict`), so a gamed test never earns a reward;

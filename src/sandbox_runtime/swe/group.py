@@ -1,0 +1,227 @@
+"""``run --group N``: N rollouts of one task from one prepared sandbox (GRPO's group).
+
+GRPO samples a group of rollouts per task and compares their rewards; every rollout must
+start from the same prepared state.  Replaying the setup N times costs N starts and N
+setups; here the task's sandbox is started and prepared once (the repository at its commit,
+the benchmark's setup), checkpointed, and the N rollouts are started
+from that checkpoint at once (``SandboxRuntime.from_checkpoint``, the fork of
+docs/checkpoints.md).  Each rollout runs its own agent in its own copy and is graded there,
+or, where the task is graded fresh, in one more copy of the prepared state (taken before any
+agent ran, so it is what a fresh setup would give, without running the setup again).
+
+The rules of a single run hold per rollout: a copy that fails to start, or any other
+infrastructure fault, is that rollout's error (no reward, never a 0) while the others go
+on; ``--retries`` runs a failed rollout again in a new copy; each rollout's accounting is
+its own sandboxes', and the one setup is counted once, on rollout 0 (``setups``).
+
+A backend that cannot fork (it does not declare ``Capability.FORK``; the backend is asked,
+never named) gets N independent runs, each with its own start and setup, and every outcome
+says so (``group_mode: independent``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox_runtime._core.backend import Capability
+from sandbox_runtime._core.checkpoints import Checkpoint
+from sandbox_runtime._core.runtime import ForkResult, SandboxRuntime, delete_checkpoint
+from sandbox_runtime._core.usage import SandboxUsage
+from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe import lifetimes, tamper
+from sandbox_runtime.swe.prepare import prepare
+from sandbox_runtime.swe.report import TaskOutcome
+from sandbox_runtime.swe.runner import Runner, backend_capabilities
+from sandbox_runtime.swe.task import Task
+
+__all__ = ["FORK", "INDEPENDENT", "GroupRunner", "run_group"]
+
+logger = logging.getLogger("sandbox_runtime.swe")
+
+FORK = "fork"
+INDEPENDENT = "independent"
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A task's prepared state, saved: what every rollout of its group starts from."""
+
+    checkpoint: Checkpoint
+    usage: SandboxUsage
+    """The source sandbox's accounting: the group's one start and setup."""
+    seconds: float
+
+
+class GroupRunner(Runner):
+    """A :class:`~sandbox_runtime.swe.runner.Runner` of ``RunOptions.group`` rollouts per task.
+
+    Outcomes come back in task order, each task's rollouts in index order; ``on_done`` hears
+    each rollout as its group finishes.
+    """
+
+    _runs_groups = True
+
+    def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
+        return run_group(self, task)
+
+
+def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
+    """The ``runner.options.group`` outcomes of ``task``, in rollout order."""
+    size = runner.options.group
+    options = runner.options
+    if Capability.FORK not in backend_capabilities(options.backend, options.backend_options):
+        outcomes = _in_parallel(size, lambda index: runner._with_retries(task))
+        return [_mark(outcome, index, INDEPENDENT) for index, outcome in enumerate(outcomes)]
+    return _ForkedGroup(runner, task, size).run()
+
+
+def _in_parallel(size: int, one: Callable[[int], TaskOutcome]) -> list[TaskOutcome]:
+    """``one(index)`` for every rollout at once; results in index order."""
+    with ThreadPoolExecutor(max_workers=size, thread_name_prefix="rollout") as pool:
+        return list(pool.map(one, range(size)))
+
+
+def _mark(outcome: TaskOutcome, index: int, mode: str) -> TaskOutcome:
+    outcome.rollout = index
+    outcome.group_mode = mode
+    return outcome
+
+
+class _ForkedGroup:
+    """One task's group on a backend that forks: prepare once, start copies, run each."""
+
+    def __init__(self, runner: Runner, task: Task, size: int) -> None:
+        self.runner = runner
+        self.task = task
+        self.size = size
+        config = runner._config(task)
+        self.fields: dict[str, Any] = {
+            **config.model_dump(exclude_unset=True, exclude={"options"}),
+            "options": config.options,
+        }
+        self.prepared: _Prepared | None = None
+        self._source_usage = SandboxUsage()
+
+    def run(self) -> list[TaskOutcome]:
+        """Every rollout's outcome; the saved state is deleted once no copy uses it."""
+        began = time.monotonic()
+        try:
+            prepared = self.prepared = self._prepare()
+        except Exception as exc:  # the one setup failed: every rollout is an error
+            failed = self._all_failed(exc, time.monotonic() - began)
+            failed[0].accounting = self._source_usage  # the failed setup was paid for too
+            return failed
+        try:
+            copies = self._copies(self.size)
+            outcomes = _in_parallel(self.size, lambda index: self._rollout(index, copies[index]))
+        finally:
+            self._delete(prepared.checkpoint)
+        first = outcomes[0]
+        first.accounting = prepared.usage + first.accounting
+        first.setups += 1
+        first.timings["setup"] = prepared.seconds
+        return outcomes
+
+    def _prepare(self) -> _Prepared:
+        """Start the task's sandbox, set it up, save it; the source is closed afterwards."""
+        began = time.monotonic()
+        used: list[SandboxRuntime] = []
+        source = self.runner._open_sandbox(self.task, used)
+        try:
+            source.start()
+            prepare(self.task, source)
+            checkpoint = source.checkpoint(labels={"sandbox-runtime-group": self.runner.run_id})
+        finally:
+            self.runner._release(self.task, source)
+            self._source_usage = source.usage
+        return _Prepared(checkpoint, source.usage, time.monotonic() - began)
+
+    def _copies(self, n: int) -> list[ForkResult]:
+        """``n`` started copies of the prepared state (each result a sandbox or its error)."""
+        assert self.prepared is not None, "copies come after the setup"
+        results = SandboxRuntime.from_checkpoint(self.prepared.checkpoint, n=n, **self.fields)
+        if self.runner.cancelled:  # cancel() ran while they started: it could not see them
+            for result in results:
+                if result.sandbox is not None:
+                    result.sandbox.close()
+        return results
+
+    def _all_failed(self, exc: Exception, seconds: float) -> list[TaskOutcome]:
+        outcomes = []
+        for index in range(self.size):
+            outcome = self.runner._new_outcome(self.task)
+            if not outcome.error:
+                self.runner._failed(self.task, outcome, exc)
+                outcome.reason = f"error: group setup: {outcome.error}"
+            outcome.timings["total"] = seconds
+            outcomes.append(_mark(outcome, index, FORK))
+        outcomes[0].setups = 1
+        return outcomes
+
+    def _rollout(self, index: int, first: ForkResult) -> TaskOutcome:
+        """Rollout ``index``: in its pre-started copy, then in new copies while retried."""
+        given: Iterator[ForkResult] = iter([first])
+
+        def attempt() -> TaskOutcome:
+            copy = next(given, None) or self._copies(1)[0]
+            return self._attempt(copy)
+
+        return _mark(self.runner._with_retries(self.task, attempt), index, FORK)
+
+    def _attempt(self, copy: ForkResult) -> TaskOutcome:
+        """One attempt in ``copy``: act, grade (fresh: in another copy), close."""
+        runner, task = self.runner, self.task
+        outcome = runner._new_outcome(task)
+        if outcome.error:
+            if copy.sandbox is not None:
+                copy.sandbox.close()
+            return outcome
+        began = time.monotonic()
+        used: list[SandboxRuntime] = []
+        sandbox: SandboxRuntime | None = None
+        try:
+            runner._resolve_grading(task, outcome)
+            if copy.sandbox is None:
+                raise SandboxError(f"infrastructure error: the rollout's copy: {copy.error}")
+            sandbox = copy.sandbox
+            runner._track(sandbox, used)
+            lifetimes.hold_lease(sandbox, lifetimes.grading_seconds(runner.options.test_timeout))
+            outcome.sandbox_id = sandbox.id
+            sandbox.base_commit(refresh=True)
+            # The tamper baseline is each copy's own: its marker lives in the copy, and it
+            # must be newer than every file the copy was made with.
+            baseline = tamper.baseline_or_none(sandbox)
+            runner._act_and_grade(
+                task,
+                sandbox,
+                outcome,
+                baseline,
+                used,
+                grading_copy=self._grading_copy,
+            )
+        except Exception as exc:
+            runner._failed(task, outcome, exc)
+        finally:
+            if sandbox is not None:
+                runner._release(task, sandbox)
+            outcome.timings["total"] = time.monotonic() - began
+            outcome.accounting = SandboxUsage.total(box.usage for box in used)
+        return outcome
+
+    def _grading_copy(self) -> SandboxRuntime:
+        """A fresh grading sandbox: one more copy of the prepared state, started."""
+        return self._copies(1)[0].unwrap()
+
+    def _delete(self, checkpoint: Checkpoint) -> None:
+        """Delete the group's saved state; one a backend keeps for now is left to expire."""
+        try:
+            delete_checkpoint(checkpoint, options=self.fields["options"])
+        except SandboxError as exc:
+            logger.warning(
+                "group checkpoint %s of %s kept: %s", checkpoint.id, self.task.task_id, exc
+            )
