@@ -64,7 +64,12 @@ class PreparedStates:
         config = task_sandbox_config(task, options)
         if Capability.FORK not in backend_capabilities(options.backend, options.backend_options):
             return self._started_and_prepared(task, config)
-        key = f"{task.task_id}\0{config.model_dump_json(exclude={'labels', 'run_id'})}"
+        # The state does not depend on how long a copy may live: an episode's sandbox and a
+        # grading sandbox (lifetimes sized apart, docs/leases.md) share one setup.
+        state_fields = config.model_dump_json(
+            exclude={"labels", "run_id", "lifetime", "max_lifetime"}
+        )
+        key = f"{task.task_id}\0{state_fields}"
         fields: dict[str, Any] = {
             **config.model_dump(exclude_unset=True, exclude={"options"}),
             "options": config.options,
