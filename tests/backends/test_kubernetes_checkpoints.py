@@ -82,6 +82,43 @@ def test_declared_paths_are_restored_with_deletions_and_modes(config: SandboxCon
     delete_checkpoint(checkpoint, options=config.options)
 
 
+def test_a_rollback_of_few_changes_finds_a_change_that_kept_size_and_time(
+    k8s_emulator: Any, docker_image: str, tmp_path: Path
+) -> None:
+    """Only the workdir is captured, so the rollback compares instead of rewriting all."""
+    config = SandboxConfig(
+        backend="kubernetes",
+        image=docker_image,
+        workdir="/testbed",
+        options={**k8s_emulator.backend_options(), "checkpoint_dir": str(tmp_path)},
+    )
+    with SandboxRuntime(config) as sandbox:
+        sandbox.exec(
+            "mkdir -p d/e && for i in 1 2 3; do echo file$i > d/f$i; done && "
+            "ln -s d/f1 link && echo keep > d/e/k && chmod 711 d/e",
+            check=True,
+        )
+        checkpoint = sandbox.checkpoint()
+        before = sandbox.exec("stat -c '%i %n' d/f2 d/f3", check=True).stdout
+        # Same size, same modification time: only the content tells.
+        sandbox.exec(
+            "cp -p d/f1 /tmp/ref && printf X | dd of=d/f1 bs=1 seek=0 conv=notrunc 2>/dev/null && "
+            "touch -r /tmp/ref d/f1 && rm -r d/e && ln -sfn d/f2 link && echo extra > d/new && "
+            "rm d/f3 && mkdir d/f3 && chmod 700 d",
+            check=True,
+        )
+        sandbox.rollback(checkpoint)
+        state = sandbox.exec(
+            "cat d/f1 d/f3 d/e/k && readlink link && stat -c %a d d/e && test ! -e d/new && "
+            "stat -c '%i %n' d/f2",
+            check=True,
+        ).stdout.splitlines()
+        assert state[:6] == ["file1", "file3", "keep", "d/f1", "755", "711"]
+        # An unchanged file was not written again (its inode is the same).
+        assert state[6] == before.splitlines()[0]
+    delete_checkpoint(checkpoint, options=config.options)
+
+
 def test_the_store_lives_where_the_options_say(config: SandboxConfig) -> None:
     with SandboxRuntime(config) as sandbox:
         checkpoint = sandbox.checkpoint()

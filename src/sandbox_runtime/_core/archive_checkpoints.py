@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from sandbox_runtime._core import archive_delta
 from sandbox_runtime._core.backend import ExecRequest, ReapedSandbox
 from sandbox_runtime._core.checkpoints import Checkpoint, checkpoint_labels
 from sandbox_runtime._core.ownership import why_reapable
@@ -62,6 +63,8 @@ CHECKPOINT_DIR_VAR = "SANDBOX_RUNTIME_CHECKPOINT_DIR"
 DATA = "data.tar"
 _ID = re.compile(r"ckpt-[0-9a-f]{16}")
 _HELPER_TIMEOUT = 3600.0
+#: Past this much state output (millions of entries) a delta restore is not attempted.
+_STATE_LIMIT = 1 << 30
 
 #: What a captured path was: a directory (emptied, then refilled), anything else (removed,
 #: then extracted), or nothing (removed at restore).
@@ -172,6 +175,77 @@ def _run(sandbox: ArchiveSandbox, argv: tuple[str, ...], what: str) -> None:
         raise BackendError(f"{what} failed ({result.exit_code}): {result.stderr.strip()}")
 
 
+def _set_modes(sandbox: ArchiveSandbox, modes: Sequence[tuple[int, str]]) -> None:
+    if modes:
+        script = 'while [ "$#" -gt 1 ]; do chmod "$1" -- "$2" || exit 1; shift 2; done'
+        flat = [item for mode, path in modes for item in (f"{mode & 0o7777:o}", path)]
+        _run(sandbox, ("/bin/sh", "-c", script, "sh", *flat), "setting the modes back")
+
+
+def _restore_whole(sandbox: ArchiveSandbox, entries: Sequence[ArchiveEntry], data: bytes) -> None:
+    """Empty every captured path, extract the whole archive, set the directories' modes."""
+    arguments: list[str] = []
+    for entry in entries:
+        arguments += ["dir" if entry.kind == "dir" else "remove", entry.path]
+    _run(sandbox, ("/bin/sh", "-c", _EMPTY_SCRIPT, "sh", *arguments), "emptying the paths")
+    if data.strip(b"\0"):
+        sandbox.put_archive(data)
+    _set_modes(
+        sandbox,
+        [(e.mode, e.path) for e in entries if e.kind == "dir" and e.mode is not None],
+    )
+
+
+def _restore_changes(sandbox: ArchiveSandbox, entries: Sequence[ArchiveEntry], data: bytes) -> bool:
+    """Rewrite only what differs from the archive; ``False`` where it cannot compare."""
+    if any(entry.kind == "other" for entry in entries):
+        return False
+    roots = [entry.path for entry in entries if entry.kind == "dir"]
+    wanted = archive_delta.archive_state(data, roots)
+    if wanted is None:
+        return False
+    request = ExecRequest(
+        command=("/bin/sh", "-c", archive_delta.STATE_SCRIPT, "sh", *roots),
+        cwd="/",
+        timeout=_HELPER_TIMEOUT,
+        max_output_bytes=_STATE_LIMIT,
+    )
+    result = sandbox.exec(request)
+    if result.exit_code == archive_delta.NO_TOOLS_EXIT or len(result.stdout_bytes) >= _STATE_LIMIT:
+        return False
+    if result.exit_code != 0:
+        raise BackendError(f"reading the sandbox's state failed: {result.stderr.strip()}")
+    steps = archive_delta.plan(wanted, archive_delta.sandbox_state(result.stdout_bytes))
+    gone = steps.remove + [entry.path for entry in entries if entry.kind == "absent"]
+    if gone:
+        removal = ExecRequest(
+            command=("/bin/sh", "-c", "xargs -0 rm -rf --"),
+            cwd="/",
+            stdin="\0".join(gone).encode("utf-8", "surrogateescape") + b"\0",
+            timeout=_HELPER_TIMEOUT,
+        )
+        done = sandbox.exec(removal)
+        if done.exit_code != 0:
+            raise BackendError(f"removing changed paths failed: {done.stderr.strip()}")
+    if steps.extract:
+        sandbox.put_archive(_subset(data, steps.extract))
+    _set_modes(sandbox, steps.modes)
+    return True
+
+
+def _subset(data: bytes, names: set[str]) -> bytes:
+    """The members of the archive ``data`` named in ``names``, as a new archive."""
+    buffer = io.BytesIO()
+    with (
+        tarfile.open(fileobj=io.BytesIO(data), mode="r:") as source,
+        tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as out,
+    ):
+        for member in source:
+            if member.name in names:
+                out.addfile(member, source.extractfile(member) if member.isreg() else None)
+    return buffer.getvalue()
+
+
 class ArchiveCheckpointStore:
     """Checkpoints as tar archives under one directory (see the module docstring)."""
 
@@ -255,26 +329,15 @@ class ArchiveCheckpointStore:
     def restore(self, sandbox: ArchiveSandbox, checkpoint: Checkpoint | str) -> None:
         """Make every captured path of ``sandbox`` equal to the capture, deletions included.
 
-        Commands still running in the sandbox are not stopped: one that writes meanwhile
-        changes the result, as it would after any restore.
+        Only what changed is rewritten where the sandbox has the tools to compare
+        (``archive_delta.py``); else the captured paths are emptied and the whole archive
+        extracted.  Commands still running in the sandbox are not stopped: one that writes
+        meanwhile changes the result, as it would after any restore.
         """
         record = self.record(checkpoint)
-        arguments: list[str] = []
-        for entry in record.entries:
-            arguments += ["dir" if entry.kind == "dir" else "remove", entry.path]
-        _run(sandbox, ("/bin/sh", "-c", _EMPTY_SCRIPT, "sh", *arguments), "emptying the paths")
         data = (record.home / DATA).read_bytes()
-        if data.strip(b"\0"):
-            sandbox.put_archive(data)
-        modes = [
-            (f"{entry.mode & 0o7777:o}", entry.path)
-            for entry in record.entries
-            if entry.kind == "dir" and entry.mode is not None
-        ]
-        if modes:
-            script = 'while [ "$#" -gt 1 ]; do chmod "$1" -- "$2" || exit 1; shift 2; done'
-            flat = [item for pair in modes for item in pair]
-            _run(sandbox, ("/bin/sh", "-c", script, "sh", *flat), "setting the modes back")
+        if not _restore_changes(sandbox, record.entries, data):
+            _restore_whole(sandbox, record.entries, data)
 
     # -- records -------------------------------------------------------------------------
 
