@@ -31,6 +31,7 @@ from sandbox_runtime._envd.client import (
     shared_tls_context,
 )
 from sandbox_runtime._envd.commands import EnvdCommands
+from sandbox_runtime._envd.data_plane import EnvdDataPlane
 from sandbox_runtime._envd.e2b_control import E2bApi, E2bApiError, ForkCopy, SandboxGrant
 from sandbox_runtime._envd.e2b_features import ServiceFeatures, discover, forget_discoveries
 from sandbox_runtime._envd.e2b_snapshots import SnapshotBook
@@ -44,6 +45,7 @@ __all__ = [
     "E2bApiError",
     "EnvdClient",
     "EnvdCommands",
+    "EnvdDataPlane",
     "EnvdError",
     "EnvdUnauthorized",
     "ForkCopy",

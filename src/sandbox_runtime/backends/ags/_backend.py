@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -47,8 +47,6 @@ from sandbox_runtime.backend_kit import (
     BackendOptions,
     Capability,
     Checkpoint,
-    ExecRequest,
-    ExecResult,
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
@@ -61,6 +59,7 @@ from sandbox_runtime.backend_kit.agent import (
     E2bApiError,
     EnvdClient,
     EnvdCommands,
+    EnvdDataPlane,
     EnvdError,
     EnvdUnauthorized,
     SandboxGrant,
@@ -96,7 +95,7 @@ _CREATE_TOKEN = "sandbox-runtime.create-token"
 _NETWORK_ERRORS = (httpx.HTTPError, OSError)
 
 
-class AgsBackend(Backend[AgsOptions]):
+class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
     """A sandbox as an AGS instance; see the module docstring."""
 
     name = "ags"
@@ -738,33 +737,3 @@ class AgsBackend(Backend[AgsOptions]):
                     continue
                 raise self._translate(exc, what) from exc
         raise AssertionError("unreachable")
-
-    # -- commands and files: envd, with the rules shared with the container agent path ------
-
-    def exec(self, request: ExecRequest) -> ExecResult:
-        """Run one command under the wrapper, through envd."""
-        return self._commands.exec(request)
-
-    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Upload through envd's ``/files``; a mode other than 0644 costs one ``chmod``."""
-        self._commands.write_file(path, data, mode)
-
-    def read_file_to(self, path: str, sink: BinaryIO) -> None:
-        """Stream envd's ``/files`` answer into ``sink``."""
-        self._commands.read_file_to(path, sink)
-
-    def read_file(self, path: str) -> bytes:
-        """Download through envd's ``/files``."""
-        return self._commands.read_file(path)
-
-    def exists(self, path: str) -> bool:
-        """Envd's ``Stat``."""
-        return self._commands.exists(path)
-
-    def put_archive(self, data: bytes) -> None:
-        """Upload the tar through ``/files`` and extract it at ``/`` with ``tar``."""
-        self._commands.put_archive(data)
-
-    def get_archive(self, path: str) -> bytes:
-        """``tar -c`` of the path, read from the command's output as exact bytes."""
-        return self._commands.get_archive(path)

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 import httpx
 
@@ -34,8 +34,6 @@ from sandbox_runtime.backend_kit import (
     BackendOptions,
     Capability,
     Checkpoint,
-    ExecRequest,
-    ExecResult,
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
@@ -47,6 +45,7 @@ from sandbox_runtime.backend_kit.agent import (
     E2bApiError,
     EnvdClient,
     EnvdCommands,
+    EnvdDataPlane,
     EnvdError,
     EnvdUnauthorized,
     SandboxGrant,
@@ -88,7 +87,7 @@ def features(opts: E2bOptions) -> ServiceFeatures:
     return discover(opts.resolved_api_url, lambda: control_plane(opts))
 
 
-class E2bBackend(Backend[E2bOptions]):
+class E2bBackend(EnvdDataPlane, Backend[E2bOptions]):
     """A sandbox on an e2b-protocol service; see the module docstring."""
 
     name = "e2b"
@@ -448,33 +447,3 @@ class E2bBackend(Backend[E2bOptions]):
             raise
         except Exception as exc:
             raise self._translate(exc, what) from exc
-
-    # -- commands and files: envd -----------------------------------------------------------------
-
-    def exec(self, request: ExecRequest) -> ExecResult:
-        """Run one command under the wrapper, through envd."""
-        return self._commands.exec(request)
-
-    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Upload through envd's ``/files``."""
-        self._commands.write_file(path, data, mode)
-
-    def read_file_to(self, path: str, sink: BinaryIO) -> None:
-        """Stream envd's ``/files`` answer into ``sink``."""
-        self._commands.read_file_to(path, sink)
-
-    def read_file(self, path: str) -> bytes:
-        """Download through envd's ``/files``."""
-        return self._commands.read_file(path)
-
-    def exists(self, path: str) -> bool:
-        """Envd's ``Stat``."""
-        return self._commands.exists(path)
-
-    def put_archive(self, data: bytes) -> None:
-        """Upload the tar through ``/files`` and extract it with ``tar``."""
-        self._commands.put_archive(data)
-
-    def get_archive(self, path: str) -> bytes:
-        """``tar -c`` of the path, read from the command's output."""
-        return self._commands.get_archive(path)
