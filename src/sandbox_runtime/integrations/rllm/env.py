@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -418,7 +419,14 @@ class SWEEnv(_EnvBase):
         """From a verl row's ``extra_info`` (merged with rLLM's ``env_args``)."""
         info = json.loads(extra_info) if isinstance(extra_info, str) else dict(extra_info)
         # Hydra hands env_args over as OmegaConf containers: plain values from here on.
-        settings = {key: _plain(info.pop(key)) for key in SETTINGS if key in info}
+        settings: dict[str, Any] = {}
+        for key in SETTINGS:
+            if key not in info:
+                continue
+            # ``max_steps`` is a task field as well (a row's own budget): it stays in the row.
+            value = _plain(info[key] if key == "max_steps" else info.pop(key))
+            if not _missing(value):
+                settings[key] = value
         for key in _RLLM_SETTINGS:
             info.pop(key, None)
         return SWEEnv(info, **settings)
@@ -458,3 +466,8 @@ class SWEEnv(_EnvBase):
                 sandbox.close()
             finally:
                 self._closed_usage = sandbox.usage
+
+
+def _missing(value: Any) -> bool:
+    """A NaN, as pandas gives a column a row lacks (rows of mixed formats in one parquet file)."""
+    return isinstance(value, float) and math.isnan(value)
