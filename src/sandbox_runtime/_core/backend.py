@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar, Generic, TypeVar, cast
@@ -417,3 +417,15 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
         """Remove one checkpoint; raises ``CheckpointNotFoundError`` when there is none."""
         raise CapabilityUnsupportedError(Capability.CHECKPOINT_FILESYSTEM.value, cls.name)
+
+    @classmethod
+    def prefetch_images(cls, images: Sequence[str], options: BackendOptions | None = None) -> None:
+        """Make ``images`` quick to start from ahead of need (pre-pull, a service's pre-cache).
+
+        Called by the schedule-driven prefetcher with the images of upcoming tasks, nearest
+        first.  Best effort and non-blocking for the caller's correctness: an image that
+        cannot be fetched here fails the start that needs it, with a typed error naming the
+        registry.  The default does nothing: backends whose images are host directories or
+        that have no image cache to warm.
+        """
+        del images, options
