@@ -220,6 +220,26 @@ class Backend(abc.ABC, Generic[OptionsT]):
         """Say whether this backend can run here (daemon reachable, credentials present)."""
         return Availability(True)
 
+    @classmethod
+    def has_image(cls, image: str, options: BackendOptions | None = None) -> bool | None:
+        """Whether sandboxes of ``image`` start here without fetching it first, if cheap to tell.
+
+        ``None`` (the default) when the backend cannot tell without real work; ``docker``
+        asks its engine.  The ``spread`` backend prefers a member that has the image.
+        """
+        del image, options
+        return None
+
+    @classmethod
+    def start_quota(cls, options: BackendOptions | None = None) -> tuple[float, int] | None:
+        """The service's own start quota for these options: (starts per second, burst).
+
+        ``None`` when the service does not say; AGS reads ``DescribeQuotaOverview``.  The
+        ``spread`` backend keeps to it on a member whose options give no quota.
+        """
+        del options
+        return None
+
     @property
     @abc.abstractmethod
     def sandbox_id(self) -> str:

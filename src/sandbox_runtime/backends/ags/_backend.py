@@ -70,6 +70,7 @@ from sandbox_runtime.errors import (
     CapabilityUnsupportedError,
     CheckpointNotFoundError,
     ConfigError,
+    QuotaExceededError,
     SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
@@ -342,6 +343,8 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
                 raise
             if snapshot and exc.code == "ResourceNotFound.SandboxSnapshot":
                 raise CheckpointNotFoundError(f"no AGS checkpoint {snapshot!r}: {exc}") from exc
+            if exc.code == "RequestLimitExceeded" or exc.code.startswith("LimitExceeded"):
+                raise QuotaExceededError(f"StartSandboxInstance refused: {exc}") from exc
             raise SandboxStartError(f"StartSandboxInstance failed: {exc}") from exc
         self._instance_id = info.instance_id
         self._deadline = time.time() + self._lifetime()
@@ -391,6 +394,8 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
         try:
             grant = api.create(template, timeout=self._lifetime(), metadata=labels)
         except E2bApiError as exc:
+            if exc.status == 429:
+                raise QuotaExceededError(f"cannot create an AGS sandbox: {exc}") from exc
             if exc.status is not None:
                 raise SandboxStartError(f"cannot create an AGS sandbox: {exc}") from exc
             made = api.list_running({_CREATE_TOKEN: create_token})
