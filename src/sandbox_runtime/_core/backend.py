@@ -41,6 +41,7 @@ __all__ = [
     "OptionsT",
     "ReapedSandbox",
     "SandboxInfo",
+    "ServiceQuota",
 ]
 
 #: The options model of one backend (``Backend[DockerOptions]``).
@@ -132,6 +133,18 @@ class SandboxInfo:
     def matches(self, wanted: Mapping[str, str]) -> bool:
         """True when every label in ``wanted`` is on this sandbox with that value."""
         return all(self.labels.get(key) == value for key, value in wanted.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceQuota:
+    """A service's own limits on new sandboxes, as it reports them."""
+
+    max_live: int | None = None
+    """Sandboxes this account may still have running beside those it has now."""
+    starts_per_second: float | None = None
+    """Starts per second the service admits (``None``: it does not say)."""
+    burst: int = 1
+    """Starts admitted at once after a quiet spell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +244,12 @@ class Backend(abc.ABC, Generic[OptionsT]):
         return None
 
     @classmethod
-    def start_quota(cls, options: BackendOptions | None = None) -> tuple[float, int] | None:
-        """The service's own start quota for these options: (starts per second, burst).
+    def service_quota(cls, options: BackendOptions | None = None) -> ServiceQuota | None:
+        """What the service says this account may still start, where it says (one API call).
 
-        ``None`` when the service does not say; AGS reads ``DescribeQuotaOverview``.  The
-        ``spread`` backend keeps to it on a member whose options give no quota.
+        ``None`` (the default) when the service does not tell; AGS reads
+        ``DescribeQuotaOverview``.  The ``spread`` backend keeps to it on a member whose
+        options set no cap or start quota of their own.
         """
         del options
         return None

@@ -51,6 +51,7 @@ from sandbox_runtime._core.backend import (
     ExecRequest,
     ReapedSandbox,
     SandboxInfo,
+    ServiceQuota,
 )
 from sandbox_runtime._core.checkpoints import Checkpoint, checkpoint_labels
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
@@ -108,6 +109,7 @@ __all__ = [
     "RetryPolicy",
     "SandboxConfig",
     "SandboxInfo",
+    "ServiceQuota",
     "abandoned_without_record",
     "call_with_retries",
     "check_cwd",

@@ -50,6 +50,7 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    ServiceQuota,
     checkpoint_labels,
     make_labels,
 )
@@ -83,6 +84,7 @@ from . import _checkpoints, _e2b_plane, _lease
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
+from ._quota import read_quota
 from ._reaper import live_instances, reap_instances
 
 __all__ = ["AgsBackend"]
@@ -185,6 +187,11 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
         elif Capability.CHECKPOINT_FILESYSTEM in _e2b_plane.capabilities(opts):
             reaped += _e2b_plane.book(e2b_api(opts)).reap(dry_run=dry_run)
         return reaped
+
+    @classmethod
+    def service_quota(cls, options: BackendOptions | None = None) -> ServiceQuota | None:
+        """Instances the account may still start (``DescribeQuotaOverview``, cloud plane)."""
+        return read_quota(cls.coerce_options(options))
 
     @property
     def sandbox_id(self) -> str:

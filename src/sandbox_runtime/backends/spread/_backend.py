@@ -358,8 +358,8 @@ class SpreadBackend(Backend[SpreadOptions]):
 
 
 def _read_service_quota(member: SpreadMember) -> None:
-    """Keep to the service's own start quota where the member gives none and it tells."""
-    if member.starts_per_second is not None:
+    """Keep to the service's own quota where the member's options set no limits of their own."""
+    if member.starts_per_second is not None and member.max_live is not None:
         return
     ledger = ledger_for(member)
     if ledger.quota_read:
@@ -367,23 +367,23 @@ def _read_service_quota(member: SpreadMember) -> None:
     ledger.quota_read = True
     engine_cls, engine_options = _engine_of(member)
     try:
-        quota = engine_cls.start_quota(engine_options)
+        quota = engine_cls.service_quota(engine_options)
     except Exception as exc:  # the quota is advice: placement still meets refusals
-        logger.warning("member %s: cannot read its start quota: %s", member.label, exc)
+        logger.warning("member %s: cannot read its quota: %s", member.label, exc)
         return
     if quota is not None:
-        ledger.set_quota(quota[0], quota[1])
+        ledger.set_service_quota(quota)
 
 
 def _no_room(options: SpreadOptions, refusals: list[str], waited: float) -> str:
     """The message of a start no member took."""
     state = "; ".join(
-        f"{c.member}: {c.live} live of {_cap(options.member(c.member))}"
-        for c in (ledger_for(m).counts() for m in options.members)
+        f"{ledger.member.label}: {ledger.live} live of {_cap(ledger.cap)}"
+        for ledger in map(ledger_for, options.members)
     )
     why = f" (refused: {'; '.join(refusals[-3:])})" if refusals else ""
     return f"no spread member had room within {waited:.0f}s: {state}{why}"
 
 
-def _cap(member: SpreadMember) -> str:
-    return "no cap" if member.max_live is None else str(member.max_live)
+def _cap(cap: int | None) -> str:
+    return "no cap" if cap is None else str(cap)

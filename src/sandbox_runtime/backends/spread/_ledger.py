@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_runtime.backend_kit import ServiceQuota
+
 from ._options import SpreadMember
 
 __all__ = [
@@ -77,13 +79,22 @@ class MemberLedger:
         self._blocked_until = 0.0
         #: Whether the service's own quota was asked for (once per member and process).
         self.quota_read = False
+        self._service_cap: int | None = None
         self.started = self.refused = self.failed = self.full = self.live = 0
 
-    def set_quota(self, rate: float | None, burst: int) -> None:
-        """The start quota read from the service (when the member's options gave none)."""
+    def set_service_quota(self, quota: ServiceQuota) -> None:
+        """The service's own limits, kept where the member's options set none."""
         with self._lock:
-            self._rate, self._burst = rate, max(1, burst)
-            self._tokens = min(self._tokens, float(self._burst))
+            if self.member.max_live is None and quota.max_live is not None:
+                self._service_cap = quota.max_live + self.live
+            if self.member.starts_per_second is None and quota.starts_per_second is not None:
+                self._rate, self._burst = quota.starts_per_second, max(1, quota.burst)
+                self._tokens = min(self._tokens, float(self._burst))
+
+    @property
+    def cap(self) -> int | None:
+        """Live sandboxes at most: the member's own cap, else the service's, else none."""
+        return self.member.max_live if self.member.max_live is not None else self._service_cap
 
     @property
     def rate(self) -> float | None:
@@ -102,7 +113,7 @@ class MemberLedger:
         ``inf`` when the cap is full (only a stop frees it).
         """
         with self._lock:
-            cap = self.member.max_live
+            cap = self.cap
             if cap is not None and self.live >= cap:
                 self.full += 1
                 return float("inf")
