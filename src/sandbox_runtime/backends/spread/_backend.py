@@ -81,6 +81,16 @@ def _engine_of(member: SpreadMember) -> tuple[type[Backend[Any]], BackendOptions
 _Engine = tuple[SpreadMember, type[Backend[Any]], BackendOptions]
 
 
+def _engine_id(member: SpreadMember) -> str:
+    return json.dumps([member.backend, member.options], sort_keys=True, default=str)
+
+
+def _id_prefix(options: SpreadOptions, member: SpreadMember) -> str:
+    """The name in ``MEMBER:ID``: the first member on the same engine (listing agrees)."""
+    wanted = _engine_id(member)
+    return next(m.label for m in options.members if _engine_id(m) == wanted)
+
+
 def _distinct_engines(options: SpreadOptions) -> Iterator[_Engine]:
     """Each member whose backend and options differ from an earlier one's.
 
@@ -89,7 +99,7 @@ def _distinct_engines(options: SpreadOptions) -> Iterator[_Engine]:
     """
     seen: set[str] = set()
     for member in options.members:
-        key = json.dumps([member.backend, member.options], sort_keys=True, default=str)
+        key = _engine_id(member)
         if key not in seen:
             seen.add(key)
             engine_cls, engine_options = _engine_of(member)
@@ -153,7 +163,7 @@ class SpreadBackend(Backend[SpreadOptions]):
     def sandbox_id(self) -> str:
         if self._member is None or self._engine is None:
             return ""
-        return f"{self._member.label}:{self._engine.sandbox_id}"
+        return f"{_id_prefix(self.options, self._member)}:{self._engine.sandbox_id}"
 
     @property
     def member(self) -> str | None:
@@ -165,7 +175,7 @@ class SpreadBackend(Backend[SpreadOptions]):
         engine_cls = load_backend(member.backend)
         update: dict[str, Any] = {"backend": member.backend, "options": member.options}
         if member.image is not None:
-            update["image"] = member.image
+            update["image"] = member.image or None  # "": no image (local's own root)
         config = self.config.model_copy(update=update)
         engine_options = validate_options(config, engine_cls)
         config = engine_cls.configure(config, engine_options)
@@ -181,7 +191,8 @@ class SpreadBackend(Backend[SpreadOptions]):
         def holds(member: SpreadMember) -> bool:
             engine_cls, engine_options = _engine_of(member)
             try:
-                return engine_cls.has_image(member.image or image, engine_options) is True
+                wanted = image if member.image is None else member.image
+                return bool(wanted) and engine_cls.has_image(wanted, engine_options) is True
             except Exception:  # a member that cannot tell is simply not preferred
                 return False
 

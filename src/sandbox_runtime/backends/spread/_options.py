@@ -37,7 +37,8 @@ class SpreadMember(BaseModel):
     """The prefix of its sandbox ids; the backend name unless two members share a backend."""
     image: str | None = None
     """The image on this member when it needs another name than the config's (a directory
-    for ``local``, a registry path for ``ags``); the config's image otherwise."""
+    for ``local``, a registry path for ``ags``; ``""``: none, the member's default); the
+    config's image when unset."""
     starts_per_second: float | None = Field(default=None, gt=0)
     """Start quota; ``None``: the service's own where it tells it, else none."""
     burst: int = Field(default=1, ge=1)
