@@ -151,11 +151,13 @@ def test_a_member_holding_the_image_goes_first(tmp_path: Path, docker_image: str
 
 def test_connect_takes_member_ids_and_refuses_others(tmp_path: Path) -> None:
     options = {"members": [_local("a", tmp_path, max_live=1), _local("b", tmp_path)]}
-    with SandboxRuntime(backend="spread", options=options) as first:
-        with SandboxRuntime(backend="spread", options=options) as second:
-            listed = {info.sandbox_id for info in list_sandboxes("spread", options=options)}
-            assert {first.id, second.id} <= listed
-            assert all(info.backend == "spread" for info in list_sandboxes("spread", options=options))
+    with (
+        SandboxRuntime(backend="spread", options=options) as first,
+        SandboxRuntime(backend="spread", options=options) as second,
+    ):
+        found = list_sandboxes("spread", options=options)
+        assert {first.id, second.id} <= {info.sandbox_id for info in found}
+        assert {info.backend for info in found} == {"spread"}
     with pytest.raises(SandboxGoneError, match="MEMBER:ID"):
         SandboxRuntime.connect("spread", "nobody:123", options=options)
 
@@ -236,8 +238,10 @@ def test_the_emulator_reports_its_configured_quota_to_the_unmodified_sdk(ags: An
     overview = answer.AccountQuotaOverview
     assert overview.Quota.SandboxInstances == 2 == ags.service.limits.max_instances
     assert overview.Usage.SandboxInstances == 0
-    assert answer.TotalCount == 0 and answer.QuotaGroupSet == []
-    assert answer.DataTime.endswith("Z") and answer.RequestId
+    assert answer.TotalCount == 0
+    assert answer.QuotaGroupSet == []
+    assert answer.DataTime.endswith("Z")
+    assert answer.RequestId
 
 
 def test_a_quota_refusal_moves_the_sandbox_to_the_next_member(ags: Any, tmp_path: Path) -> None:
@@ -271,6 +275,10 @@ def test_the_ags_quota_the_service_reports_caps_the_member(ags: Any, tmp_path: P
 
 def test_ags_raises_quota_exceeded_at_its_instance_quota(ags: Any) -> None:
     config = SandboxConfig(backend="ags", workdir="/testbed", options=ags.backend_options())
-    with SandboxRuntime(config), SandboxRuntime(config):
-        with pytest.raises(QuotaExceededError, match="LimitExceeded.SandboxInstance"):
-            SandboxRuntime(config).start()
+    third = SandboxRuntime(config)
+    with (
+        SandboxRuntime(config),
+        SandboxRuntime(config),
+        pytest.raises(QuotaExceededError, match=r"LimitExceeded\.SandboxInstance"),
+    ):
+        third.start()

@@ -339,8 +339,13 @@ class SpreadBackend(Backend[SpreadOptions]):
 
     @classmethod
     def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
-        """Every member's sandboxes, their ids prefixed with the member's name."""
+        """Every member's sandboxes, their ids prefixed with the member's name.
+
+        Without options there are no members to ask: nothing (each member lists its own).
+        """
         found: list[SandboxInfo] = []
+        if options is None:
+            return found
         for member, engine_cls, engine_options in _distinct_engines(cls.coerce_options(options)):
             try:
                 listed = engine_cls.list_sandboxes(engine_options)
@@ -358,8 +363,14 @@ class SpreadBackend(Backend[SpreadOptions]):
     def reap(
         cls, options: BackendOptions | None = None, *, dry_run: bool = False
     ) -> list[ReapedSandbox]:
-        """Every member's reaper: what expired or lost its owner, on any member."""
+        """Every member's reaper: what expired or lost its owner, on any member.
+
+        Without options (``sandbox-runtime reap`` over every backend) there are no members:
+        nothing, since that reap runs each member backend's own reaper anyway.
+        """
         reaped: list[ReapedSandbox] = []
+        if options is None:
+            return reaped
         for member, engine_cls, engine_options in _distinct_engines(cls.coerce_options(options)):
             reaped += [
                 ReapedSandbox(cls.name, f"{member.label}:{item.sandbox_id}", item.reason)
