@@ -282,3 +282,30 @@ def test_ags_raises_quota_exceeded_at_its_instance_quota(ags: Any) -> None:
         pytest.raises(QuotaExceededError, match=r"LimitExceeded\.SandboxInstance"),
     ):
         third.start()
+
+
+def test_spread_keeps_under_the_emulators_start_quota(tmp_path: Path) -> None:
+    """At 5 starts/s on the member, the emulator's own 5/s quota refuses nothing."""
+    pytest.importorskip("tencentcloud.ags")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sandbox_runtime_emulators._ratelimit import Quota
+    from sandbox_runtime_emulators.ags.server import AgsEmulator
+
+    quota = {"StartSandboxInstance": Quota(5)}
+    with AgsEmulator(backend="local", rate_limits=quota) as emulator:
+        member = {"backend": "ags", "name": "ags5", "options": emulator.backend_options()}
+        # Burst 1: a bucket admits burst + rate in a second, the windowed quota only rate.
+        options = {"members": [{**member, "starts_per_second": 5.0}]}
+
+        def start_one(_: int) -> str:
+            with SandboxRuntime(backend="spread", workdir="/testbed", options=options) as sb:
+                return sb.id
+
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            ids = list(pool.map(start_one, range(10)))
+        starts = emulator.faults.requests("cloud", "StartSandboxInstance")
+    assert len(set(ids)) == 10
+    assert all(sandbox_id.startswith("ags5:") for sandbox_id in ids)
+    assert [r.fault for r in starts] == [None] * 10, "the quota refused a start"
+    assert _counts(options)["ags5"][:3] == (10, 0, 0)
