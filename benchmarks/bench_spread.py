@@ -26,6 +26,7 @@ and spread's accounting per member.  The load average is printed with each run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -159,14 +160,12 @@ def main() -> int:
             )
         if "spread" in results:
             counts = SpreadBackend.accounting(SpreadOptions.model_validate(spread_options))
-            results["spread"]["accounting"] = [
-                c.__dict__ if hasattr(c, "__dict__") else {f: getattr(c, f) for f in c.__slots__}
-                for c in counts
-            ]
+            results["spread"]["accounting"] = [dataclasses.asdict(c) for c in counts]
             for c in counts:
                 print(
                     f"  spread member {c.member}: started {c.started}, refused {c.refused}, "
                     f"failed {c.failed}, passed over {c.full}"
+                    + (f", last refusal: {c.last_refusal}" if c.last_refusal else "")
                 )
     singles = [results[n]["wall_s"] for n in ("ags", "kubernetes", "docker") if n in results]
     if "spread" in results and singles:

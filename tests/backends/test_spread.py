@@ -252,6 +252,8 @@ def test_a_quota_refusal_moves_the_sandbox_to_the_next_member(ags: Any, tmp_path
         with SandboxRuntime(backend="spread", workdir="/testbed", options=options) as sandbox:
             assert sandbox.id.startswith("b:")
         assert _counts(options)["ags"][:3] == (0, 1, 0)
+        refusal = SpreadBackend.accounting(SpreadOptions.model_validate(options))[0].last_refusal
+        assert "RequestLimitExceeded" in refusal
         time.sleep(REFUSAL_PAUSE)  # a refusing member is passed over for one quota window
         with SandboxRuntime(backend="spread", workdir="/testbed", options=options) as sandbox:
             assert sandbox.id.startswith("ags:")  # the next one is taken again

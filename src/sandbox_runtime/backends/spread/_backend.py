@@ -227,7 +227,7 @@ class SpreadBackend(Backend[SpreadOptions]):
             with start_slot(type(engine), engine.options):
                 engine.start()
         except QuotaExceededError as exc:
-            ledger.settle("refused")
+            ledger.settle("refused", str(exc))
             refusals.append(f"{member.label}: {exc}")
             logger.info("member %s refused a start for its quota; trying the next", member.label)
             return False

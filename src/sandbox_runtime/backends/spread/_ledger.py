@@ -46,6 +46,8 @@ class MemberCounts:
     """Times placement passed it over because its cap or start quota had no room."""
     live: int
     """Sandboxes placed on it and not stopped yet."""
+    last_refusal: str = ""
+    """The service's words for the latest refusal (which quota), empty when none."""
 
 
 #: How long a member that refused a start for its quota is passed over.
@@ -81,6 +83,7 @@ class MemberLedger:
         self.quota_read = False
         self._service_cap: int | None = None
         self.started = self.refused = self.failed = self.full = self.live = 0
+        self.last_refusal = ""
 
     def set_service_quota(self, quota: ServiceQuota) -> None:
         """The service's own limits, kept where the member's options set none."""
@@ -130,7 +133,7 @@ class MemberLedger:
             self.live += 1
             return None
 
-    def settle(self, outcome: str) -> None:
+    def settle(self, outcome: str, reason: str = "") -> None:
         """Record a reserved start's end: ``started`` keeps the slot, the others free it."""
         with self._lock:
             if outcome == "started":
@@ -139,6 +142,7 @@ class MemberLedger:
             self.live -= 1
             if outcome == "refused":
                 self.refused += 1
+                self.last_refusal = reason
                 # The service says its quota is spent: leave it one quota window (a second,
                 # as the Cloud APIs count) before placing there again.
                 self._blocked_until = time.monotonic() + REFUSAL_PAUSE
@@ -162,6 +166,7 @@ class MemberLedger:
                 failed=self.failed,
                 full=self.full,
                 live=self.live,
+                last_refusal=self.last_refusal,
             )
 
 
