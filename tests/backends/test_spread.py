@@ -311,3 +311,50 @@ def test_spread_keeps_under_the_emulators_start_quota(tmp_path: Path) -> None:
     assert all(sandbox_id.startswith("ags5:") for sandbox_id in ids)
     assert [r.fault for r in starts] == [None] * 10, "the quota refused a start"
     assert _counts(options)["ags5"][:3] == (10, 0, 0)
+
+
+def _plain(options: dict[str, Any]) -> dict[str, Any]:
+    """Options with secrets as text, for a child process's command line."""
+    from pydantic import SecretStr
+
+    return {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in options.items()}
+
+
+def test_reap_after_kill_9_over_both_emulators_and_docker(
+    ags: Any, k8s_emulator: Any, docker_image: str
+) -> None:
+    """One sandbox on each of ags, kubernetes and docker; the owner dies; reap finds all."""
+    require(docker_problem())
+    options = {
+        "members": [
+            {**_ags_member(ags, max_live=1, image=""), "options": _plain(ags.backend_options())},
+            {
+                "backend": "kubernetes",
+                "options": _plain(k8s_emulator.backend_options()),
+                "max_live": 1,
+            },
+            {"backend": "docker", "max_live": 1},
+        ]
+    }
+    script = _OWNER.replace("range(2)", "range(3)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(options), docker_image],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert owner.stdout is not None
+        ids = json.loads(owner.stdout.readline())
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    # Docker first: it holds the image (affinity); then the others in order.
+    assert [i.split(":")[0] for i in ids] == ["docker", "ags", "kubernetes"]
+    listed = {info.sandbox_id for info in list_sandboxes("spread", options=options)}
+    assert set(ids) <= listed
+    reaped = {item.sandbox_id for item in SpreadBackend.reap(SpreadOptions.model_validate(options))}
+    assert set(ids) <= reaped
+    left = {info.sandbox_id for info in list_sandboxes("spread", options=options)}
+    assert not left & set(ids)
