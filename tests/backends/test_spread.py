@@ -358,3 +358,48 @@ def test_reap_after_kill_9_over_both_emulators_and_docker(
     assert set(ids) <= reaped
     left = {info.sandbox_id for info in list_sandboxes("spread", options=options)}
     assert not left & set(ids)
+
+
+def test_the_swe_runner_runs_bundled_tasks_spread_from_the_command_line(tmp_path: Path) -> None:
+    """``run --backend spread`` with members: every task graded, each on a member."""
+    members = [_local("a", tmp_path, max_live=1), _local("b", tmp_path)]
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.cli",
+            "run",
+            "bundled",
+            "--agent",
+            "oracle",
+            "--backend",
+            "spread",
+            "--backend-option",
+            f"members={json.dumps(members)}",
+            "-j",
+            "2",
+            "--limit",
+            "3",
+            "--report",
+            str(report),
+            "--quiet",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(report.read_text())["tasks"]
+    assert [r["reward"] for r in results] == [1.0, 1.0, 1.0]
+    assert all(r.get("error") is None for r in results)
+    bad = subprocess.run(
+        [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled", "--backend", "spread",
+         "--backend-option", 'members=[{"backend": "local", "max_live": 0}]'],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "members.0.max_live" in bad.stderr.strip().splitlines()[-1]
