@@ -9,6 +9,7 @@ that knows nothing of this library still handles them sensibly::
     ├── BackendNotFoundError (LookupError)       no backend of that name is installed
     ├── BackendUnavailableError                  installed, but cannot run here (no daemon)
     ├── SandboxStartError                        the sandbox did not come up
+    │   └── QuotaExceededError                   ... because the service refused: quota or rate
     ├── SandboxGoneError                         the sandbox died, expired or was removed
     │   └── SandboxClosedError                   ... because this client closed it
     ├── LifetimeCapError (ValueError)            an extension past the sandbox's hard cap
@@ -44,6 +45,7 @@ __all__ = [
     "GoneCause",
     "LifetimeCapError",
     "PathEscapeError",
+    "QuotaExceededError",
     "SandboxClosedError",
     "SandboxError",
     "SandboxFileNotFoundError",
@@ -99,6 +101,14 @@ class BackendUnavailableError(SandboxError):
 
 class SandboxStartError(SandboxError):
     """The sandbox could not be created or did not become ready."""
+
+
+class QuotaExceededError(SandboxStartError):
+    """The service refused the start for its quota or rate limit, after the retry budget.
+
+    Nothing was started, so another backend (or a later try) may start the sandbox instead:
+    the ``spread`` backend moves to its next member on this error, and only on this one.
+    """
 
 
 #: Why a sandbox is gone, where its backend can tell (``SandboxGoneError.cause``).

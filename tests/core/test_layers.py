@@ -77,7 +77,8 @@ PUBLIC_IN_BACKENDS = {"ags": {"manage"}}
 
 def test_every_built_in_backend_has_the_same_layout() -> None:
     backends = sorted(p for p in (PACKAGE / "backends").iterdir() if (p / "__init__.py").is_file())
-    assert [p.name for p in backends] == ["ags", "docker", "e2b", "kubernetes", "local", "repoenv"]
+    expected = ["ags", "docker", "e2b", "kubernetes", "local", "repoenv", "spread"]
+    assert [p.name for p in backends] == expected
     for package in backends:
         public = {
             p.stem

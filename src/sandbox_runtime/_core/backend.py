@@ -41,6 +41,7 @@ __all__ = [
     "OptionsT",
     "ReapedSandbox",
     "SandboxInfo",
+    "ServiceQuota",
 ]
 
 #: The options model of one backend (``Backend[DockerOptions]``).
@@ -135,6 +136,18 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceQuota:
+    """A service's own limits on new sandboxes, as it reports them."""
+
+    max_live: int | None = None
+    """Sandboxes this account may still have running beside those it has now."""
+    starts_per_second: float | None = None
+    """Starts per second the service admits (``None``: it does not say)."""
+    burst: int = 1
+    """Starts admitted at once after a quiet spell."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReapedSandbox:
     """One sandbox removed (or, in a dry run, that would be removed) by a reaper."""
 
@@ -219,6 +232,27 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def availability(cls, options: BackendOptions | None = None) -> Availability:
         """Say whether this backend can run here (daemon reachable, credentials present)."""
         return Availability(True)
+
+    @classmethod
+    def has_image(cls, image: str, options: BackendOptions | None = None) -> bool | None:
+        """Whether sandboxes of ``image`` start here without fetching it first, if cheap to tell.
+
+        ``None`` (the default) when the backend cannot tell without real work; ``docker``
+        asks its engine.  The ``spread`` backend prefers a member that has the image.
+        """
+        del image, options
+        return None
+
+    @classmethod
+    def service_quota(cls, options: BackendOptions | None = None) -> ServiceQuota | None:
+        """What the service says this account may still start, where it says (one API call).
+
+        ``None`` (the default) when the service does not tell; AGS reads
+        ``DescribeQuotaOverview``.  The ``spread`` backend keeps to it on a member whose
+        options set no cap or start quota of their own.
+        """
+        del options
+        return None
 
     @property
     @abc.abstractmethod

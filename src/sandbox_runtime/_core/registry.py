@@ -38,6 +38,7 @@ _BUILT_INS = {
     "ags": ("sandbox_runtime.backends.ags:AgsBackend", "ags"),
     "e2b": ("sandbox_runtime.backends.e2b:E2bBackend", "e2b"),
     "repoenv": ("sandbox_runtime.backends.repoenv:RepoEnvBackend", None),
+    "spread": ("sandbox_runtime.backends.spread:SpreadBackend", None),
 }
 
 

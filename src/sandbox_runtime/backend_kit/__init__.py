@@ -26,7 +26,8 @@ exactly what a third-party backend would; nothing else of this package is meant 
   :func:`lease_file`).
 * Control planes: :func:`call_with_retries` with a :class:`RetryPolicy`, and the shared
   :class:`RateLimiter` per plane (:func:`limiter_for`).
-* Backends on backends: :func:`load_backend` and :func:`validate_options`.
+* Backends on backends: :func:`load_backend`, :func:`validate_options` and
+  :func:`start_slot` (a member engine's start bound, held around its start).
 
 The in-sandbox agent (exec and files in about a millisecond on container backends) is in
 :mod:`sandbox_runtime.backend_kit.agent`, which needs ``httpx``; the conformance suite every
@@ -50,6 +51,7 @@ from sandbox_runtime._core.backend import (
     ExecRequest,
     ReapedSandbox,
     SandboxInfo,
+    ServiceQuota,
 )
 from sandbox_runtime._core.checkpoints import Checkpoint, checkpoint_labels
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
@@ -59,6 +61,7 @@ from sandbox_runtime._core.lifetime import (
     timer_argv,
     write_end_script,
 )
+from sandbox_runtime._core.limits import start_slot
 from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.ownership import (
     LABEL_PREFIX,
@@ -106,6 +109,7 @@ __all__ = [
     "RetryPolicy",
     "SandboxConfig",
     "SandboxInfo",
+    "ServiceQuota",
     "abandoned_without_record",
     "call_with_retries",
     "check_cwd",
@@ -122,6 +126,7 @@ __all__ = [
     "read_meta",
     "retry_after_seconds",
     "shell_text",
+    "start_slot",
     "timer_argv",
     "unpack_download",
     "validate_options",

@@ -19,6 +19,7 @@ from typing import Any
 
 from ._checkpoints import Checkpoints
 from ._cloud_filters import page_of, snapshot_matches
+from ._quota import describe_quota_overview
 from ._seed import Seed
 from ._service import AgsService
 from ._state import Instance, ServiceError, Tool, parse_timeout, rfc3339
@@ -117,6 +118,7 @@ class CloudApi:
             "CreateAPIKey": self._create_api_key,
             "DescribeAPIKeyList": self._describe_api_keys,
             "DeleteAPIKey": self._delete_api_key,
+            "DescribeQuotaOverview": self._describe_quota_overview,
         }
 
     def check_auth(self, headers: dict[str, str], body: bytes) -> None:
@@ -324,6 +326,9 @@ class CloudApi:
         with self.service.store.lock:
             keys = [k.to_api() for k in self.service.store.api_keys.values()]
         return {"APIKeySet": keys, "TotalCount": len(keys)}
+
+    async def _describe_quota_overview(self, params: dict[str, Any]) -> dict[str, Any]:
+        return describe_quota_overview(self.service)
 
     async def _delete_api_key(self, params: dict[str, Any]) -> dict[str, Any]:
         with self.service.store.lock:

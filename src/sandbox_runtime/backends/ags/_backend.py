@@ -50,6 +50,7 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    ServiceQuota,
     checkpoint_labels,
     make_labels,
 )
@@ -70,6 +71,7 @@ from sandbox_runtime.errors import (
     CapabilityUnsupportedError,
     CheckpointNotFoundError,
     ConfigError,
+    QuotaExceededError,
     SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
@@ -82,6 +84,7 @@ from . import _checkpoints, _e2b_plane, _lease
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
+from ._quota import read_quota
 from ._reaper import live_instances, reap_instances
 
 __all__ = ["AgsBackend"]
@@ -184,6 +187,11 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
         elif Capability.CHECKPOINT_FILESYSTEM in _e2b_plane.capabilities(opts):
             reaped += _e2b_plane.book(e2b_api(opts)).reap(dry_run=dry_run)
         return reaped
+
+    @classmethod
+    def service_quota(cls, options: BackendOptions | None = None) -> ServiceQuota | None:
+        """Instances the account may still start (``DescribeQuotaOverview``, cloud plane)."""
+        return read_quota(cls.coerce_options(options))
 
     @property
     def sandbox_id(self) -> str:
@@ -342,6 +350,8 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
                 raise
             if snapshot and exc.code == "ResourceNotFound.SandboxSnapshot":
                 raise CheckpointNotFoundError(f"no AGS checkpoint {snapshot!r}: {exc}") from exc
+            if exc.code == "RequestLimitExceeded" or exc.code.startswith("LimitExceeded"):
+                raise QuotaExceededError(f"StartSandboxInstance refused: {exc}") from exc
             raise SandboxStartError(f"StartSandboxInstance failed: {exc}") from exc
         self._instance_id = info.instance_id
         self._deadline = time.time() + self._lifetime()
@@ -391,6 +401,8 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
         try:
             grant = api.create(template, timeout=self._lifetime(), metadata=labels)
         except E2bApiError as exc:
+            if exc.status == 429:
+                raise QuotaExceededError(f"cannot create an AGS sandbox: {exc}") from exc
             if exc.status is not None:
                 raise SandboxStartError(f"cannot create an AGS sandbox: {exc}") from exc
             made = api.list_running({_CREATE_TOKEN: create_token})

@@ -380,6 +380,18 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         self._container = str(info["Id"])
 
     @classmethod
+    def has_image(cls, image: str, options: BackendOptions | None = None) -> bool | None:
+        """Whether the engine holds ``image`` already (one inspect call; ``None`` on error)."""
+        api = engine_client(cls.coerce_options(options))
+        try:
+            api.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            return False
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return None
+        return True
+
+    @classmethod
     def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
         """Running containers carrying this library's labels."""
         api = engine_client(cls.coerce_options(options))

@@ -58,6 +58,7 @@ from sandbox_runtime.errors import (
     BackendUnavailableError,
     CheckpointNotFoundError,
     ConfigError,
+    QuotaExceededError,
     SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
@@ -270,6 +271,8 @@ class E2bBackend(EnvdDataPlane, Backend[E2bOptions]):
         try:
             return api.create(template, timeout=self._lifetime(), metadata=labels)
         except E2bApiError as exc:
+            if exc.status == 429:
+                raise QuotaExceededError(f"cannot create an e2b sandbox: {exc}") from exc
             if exc.status is not None:
                 raise SandboxStartError(f"cannot create an e2b sandbox: {exc}") from exc
             made = api.list_running({_CREATE_TOKEN: token})

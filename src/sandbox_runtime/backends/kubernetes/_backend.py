@@ -61,6 +61,7 @@ from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
     ConfigError,
+    QuotaExceededError,
     SandboxError,
     SandboxFileNotFoundError,
     SandboxGoneError,
@@ -134,6 +135,12 @@ def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> Sandbox
             f"{describe(exc)}; see docs/kubernetes.md for the RBAC rules the backend needs"
         )
     return BackendError(f"{verb} failed: {describe(exc)}")
+
+
+def _quota_refusal(exc: ApiException) -> bool:
+    """A create refused for quota: 429 after the retries, or a ResourceQuota's 403."""
+    code = status_code(exc)
+    return code == 429 or (code == 403 and "exceeded quota" in describe(exc))
 
 
 #: Sending an exec again whose upgrade was refused: a handful of tries, bounded in time.
@@ -290,6 +297,8 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             error = _explain_refusal(exc, cluster, "create pods")
             if status_code(exc) in (400, 422):
                 error = SandboxStartError(f"the API server refused the pod: {describe(exc)}")
+            if _quota_refusal(exc):
+                error = QuotaExceededError(f"the API server refused the pod: {describe(exc)}")
             raise error from exc
         except Exception as exc:
             if unreachable(exc):
