@@ -4,8 +4,8 @@ One :class:`ImageCache` per engine and record file in a process.  ``prefetch`` p
 images a schedule names next on a few threads (nearest first), skipping those present or
 already being pulled; a start that needs an image being pre-pulled waits for that pull rather
 than starting a second one.  With a budget, after every pull and every close the images this
-library pulled (:mod:`._image_record`) are measured in one engine call (``/system/df``: each
-image's own bytes, less layers it shares, and how many containers use it) and the least
+library pulled (:mod:`._image_record`) are measured in two engine calls (the image list and
+the container list, never one call per image; see :meth:`ImageCache.usage`) and the least
 recently used are removed until their total is within the budget, skipping any image a
 container of anyone uses, any image pinned (scheduled soon or starting now, by any process),
 and any image being pulled here.  When everything left is in use or pinned the budget cannot
@@ -45,13 +45,6 @@ def normalize(image: str) -> str:
     if "@" not in name and ":" not in last:
         name += ":latest"
     return name
-
-
-def _own_bytes(item: dict[str, Any]) -> int:
-    size = int(item.get("Size") or 0)
-    shared = item.get("SharedSize")
-    shared = -1 if shared is None else int(shared)
-    return size - shared if shared >= 0 else size
 
 
 class ImageCache:
@@ -102,14 +95,16 @@ class ImageCache:
             self.pulls += 1
             self.record.pulled(key, pin_for=self.pin_seconds)
         except BaseException as exc:
-            future.set_exception(exc)
-            raise
-        else:
-            future.set_result(None)
-        finally:
             with self._lock:
                 self._inflight.pop(key, None)
-        self.enforce()
+            future.set_exception(exc)
+            raise
+        with self._lock:
+            self._inflight.pop(key, None)
+        try:
+            self.enforce()  # before the waiters go on: the budget holds when they do
+        finally:
+            future.set_result(None)
 
     def prefetch(self, images: Sequence[str]) -> list[Future[None]]:
         """Start pulls of the missing ones among ``images`` (nearest first); pin them all."""
@@ -158,13 +153,25 @@ class ImageCache:
         self.enforce()
 
     def usage(self) -> tuple[int, dict[str, tuple[int, int]]]:
-        """Bytes our images use, and each one's ``(own bytes, containers using it)``."""
+        """Bytes our images use, and each one's ``(bytes, containers using it)``.
+
+        Two light calls whatever the number of images: the image list and the container
+        list (every state: a stopped container still holds its image).  Not ``/system/df``,
+        which the engine runs one at a time for all its clients and which walks every layer
+        and volume.  An image's size counts its layers shared with other images too, so the
+        figure is an upper bound of the disk our images take.
+        """
         ours = self.record.entries()
+        api = self._api()
+        users: dict[str, int] = {}
+        for container in api.containers(all=True):
+            image_id = str(container.get("ImageID") or "")
+            users[image_id] = users.get(image_id, 0) + 1
         found: dict[str, tuple[int, int]] = {}
-        for item in self._api().df().get("Images") or ():
+        for item in api.images():
             for tag in item.get("RepoTags") or ():
                 if tag in ours:
-                    found[tag] = (_own_bytes(item), int(item.get("Containers") or 0))
+                    found[tag] = (int(item.get("Size") or 0), users.get(str(item["Id"]), 0))
         for gone in set(ours) - set(found):
             if gone not in self._inflight:
                 self.record.forget(gone)
