@@ -92,7 +92,6 @@ def test_budget_holds_and_spares_what_is_used_or_scheduled(
         for index, ref in enumerate(refs[1:], start=1):
             upcoming = refs[index : index + 3]
             DockerBackend.prefetch_images(upcoming, options)  # the hook the prefetcher calls
-            pulling = cache.prefetch(upcoming)  # (no-op now) and the same cache's futures
             cache.starting(ref)
             cache.ensure(ref)
             container = engine.create_container(ref, command=["true"])["Id"]
@@ -101,9 +100,7 @@ def test_budget_holds_and_spares_what_is_used_or_scheduled(
             anytime = sum(_ours_on_disk(engine, proxy.port).values())
             # A pre-pull landing between its pull and its eviction: at most one per thread.
             assert anytime <= BUDGET + options.prefetch_concurrency * PAYLOAD
-            for future in pulling:
-                future.result(timeout=60)
-            cache.enforce()
+            cache.wait_pulls(timeout=60)  # each landed pull evicted before it resolved
             on_disk = _ours_on_disk(engine, proxy.port)
             high_water = max(high_water, sum(on_disk.values()))
             assert sum(on_disk.values()) <= BUDGET, (index, sorted(on_disk))

@@ -4,8 +4,8 @@ One :class:`ImageCache` per engine and record file in a process.  ``prefetch`` p
 images a schedule names next on a few threads (nearest first), skipping those present or
 already being pulled; a start that needs an image being pre-pulled waits for that pull rather
 than starting a second one.  With a budget, after every pull and every close the images this
-library pulled (:mod:`._image_record`) are measured in two engine calls (the image list and
-the container list, never one call per image; see :meth:`ImageCache.usage`) and the least
+library pulled (:mod:`._image_record`) are measured in one engine call (``/system/df``,
+never one call per image; see :meth:`ImageCache.usage`) and the least
 recently used are removed until their total is within the budget, skipping any image a
 container of anyone uses, any image pinned (scheduled soon or starting now, by any process),
 and any image being pulled here.  When everything left is in use or pinned the budget cannot
@@ -16,6 +16,7 @@ start then pulls it again, which costs time, not correctness.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,6 +24,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from sandbox_runtime.backend_kit import RetryPolicy, call_with_retries
 
 from ._client import docker, explain, requests, status_code
 from ._image_record import ImageRecord, default_record_path
@@ -45,6 +48,27 @@ def normalize(image: str) -> str:
     if "@" not in name and ":" not in last:
         name += ":latest"
     return name
+
+
+_DF_POLICY = RetryPolicy(attempts=30, max_delay=60.0, initial_wait=0.05, max_wait=1.0)
+_df_lock = threading.Lock()
+
+
+def _df_busy(exc: BaseException) -> bool:
+    return "disk usage operation is already running" in explain(exc)
+
+
+def _disk_usage(api: Any) -> dict[str, Any]:
+    """``/system/df``, one at a time in this process, a busy engine waited out."""
+    with _df_lock:
+        answer = call_with_retries(api.df, _df_busy, description="disk usage", policy=_DF_POLICY)
+    return dict(answer)
+
+
+def _own_bytes(item: dict[str, Any]) -> int:
+    size = int(item.get("Size") or 0)
+    shared = item.get("SharedSize")
+    return size - int(shared) if shared is not None and int(shared) >= 0 else size
 
 
 class ImageCache:
@@ -122,6 +146,17 @@ class ImageCache:
             started.append(future)
         return started
 
+    def wait_pulls(self, timeout: float | None = None) -> None:
+        """Wait until no pull of this cache is in flight (tests, benchmarks, shutdown)."""
+        while True:
+            with self._lock:
+                running = list(self._inflight.values())
+            if not running:
+                return
+            for future in running:
+                with contextlib.suppress(Exception):
+                    future.result(timeout=timeout)
+
     def _prefetch_one(self, key: str, future: Future[None]) -> None:
         if self.budget is not None and self.enforce() >= self.budget:
             # No room: the start that needs it pulls it then, after closes made room.
@@ -153,25 +188,21 @@ class ImageCache:
         self.enforce()
 
     def usage(self) -> tuple[int, dict[str, tuple[int, int]]]:
-        """Bytes our images use, and each one's ``(bytes, containers using it)``.
+        """Bytes our images use, and each one's ``(own bytes, containers using it)``.
 
-        Two light calls whatever the number of images: the image list and the container
-        list (every state: a stopped container still holds its image).  Not ``/system/df``,
-        which the engine runs one at a time for all its clients and which walks every layer
-        and volume.  An image's size counts its layers shared with other images too, so the
-        figure is an upper bound of the disk our images take.
+        One ``/system/df`` call whatever the number of images: each image's size less the
+        layers it shares with any other image (what removing it frees), and how many
+        containers, in any state, use it.  Layers shared with other images (a base image,
+        an environment layer several task images have) are not counted: they stay as long
+        as any user of them does.  The engine runs one disk-usage call at a time for all its
+        clients, so a busy answer is waited out, and this process asks one at a time.
         """
         ours = self.record.entries()
-        api = self._api()
-        users: dict[str, int] = {}
-        for container in api.containers(all=True):
-            image_id = str(container.get("ImageID") or "")
-            users[image_id] = users.get(image_id, 0) + 1
         found: dict[str, tuple[int, int]] = {}
-        for item in api.images():
+        for item in _disk_usage(self._api()).get("Images") or ():
             for tag in item.get("RepoTags") or ():
                 if tag in ours:
-                    found[tag] = (int(item.get("Size") or 0), users.get(str(item["Id"]), 0))
+                    found[tag] = (_own_bytes(item), int(item.get("Containers") or 0))
         for gone in set(ours) - set(found):
             if gone not in self._inflight:
                 self.record.forget(gone)
