@@ -108,6 +108,7 @@ class ThrottledProxy:
         self.target = target
         self.fail_first = fail_first
         self.connections = 0
+        self.bytes_down = 0
         self._bucket = _Bucket(bytes_per_second)
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._server.getsockname()[1])
@@ -151,6 +152,7 @@ class ThrottledProxy:
             while chunk := source.recv(16384):
                 if throttle:
                     self._bucket.take(len(chunk))
+                    self.bytes_down += len(chunk)
                 sink.sendall(chunk)
         for end in (source, sink):
             with contextlib.suppress(OSError):
