@@ -217,7 +217,8 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         image = self.config.image
         assert image is not None
         cache = self._images(self.options)
-        cache.starting(image)
+        if self.options.image_cache_budget is not None or self.options.delete_image:
+            cache.starting(image)  # pinned through the create, against other processes
         if self.options.pull == "always":
             pull(api, image)
         try:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
@@ -22,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 __all__ = ["ImageEntry", "ImageRecord", "default_record_path"]
+
+logger = logging.getLogger("sandbox_runtime.docker")
 
 
 @dataclass
@@ -48,8 +51,15 @@ class ImageRecord:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, ImageEntry]]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a+") as lock:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            # No writable state directory: pulls and starts go on, without a budget's record.
+            logger.warning("image record %s unusable (%s): nothing is recorded", self.path, exc)
+            yield {}
+            return
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             entries = self._read()
             before = {name: asdict(entry) for name, entry in entries.items()}
@@ -60,16 +70,19 @@ class ImageRecord:
     def _read(self) -> dict[str, ImageEntry]:
         try:
             raw = json.loads(self.path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        except (FileNotFoundError, json.JSONDecodeError, TypeError):
             return {}
         return {str(name): ImageEntry(**fields) for name, fields in raw.items()}
 
     def _write(self, entries: dict[str, ImageEntry]) -> None:
         data = json.dumps({name: asdict(entry) for name, entry in entries.items()}, indent=1)
-        fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".images-")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(data)
-        os.replace(temp, self.path)
+        try:
+            fd, temp = tempfile.mkstemp(dir=self.path.parent, prefix=".images-")
+            with os.fdopen(fd, "w") as handle:
+                handle.write(data)
+            os.replace(temp, self.path)
+        except OSError as exc:  # a full disk, of all things: the old record stands
+            logger.warning("cannot write the image record %s: %s", self.path, exc)
 
     def entries(self) -> dict[str, ImageEntry]:
         """A snapshot of every entry."""
