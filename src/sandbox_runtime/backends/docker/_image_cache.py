@@ -82,6 +82,9 @@ class ImageCache:
         self._inflight: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
         self._evict_lock = threading.Lock()
+        self._room_lock = threading.Lock()
+        self._pulling = 0
+        self._largest = 0
         self._pool = ThreadPoolExecutor(
             max_workers=options.prefetch_concurrency, thread_name_prefix="image-prefetch"
         )
@@ -111,9 +114,32 @@ class ImageCache:
             if key not in self.present():  # a pre-pull skipped for the budget
                 self.ensure(image)
             return
-        self._pull_into(image, key, mine)
+        self._pull_into(image, key, mine, demanded=True)
 
-    def _pull_into(self, image: str, key: str, future: Future[None]) -> None:
+    def _claim_room(self, *, demanded: bool) -> bool:
+        """Make room for one more pull: evict until the budget holds it and those running.
+
+        An image's size is known only once pulled, so each pull in flight reserves the
+        largest image of ours seen so far; with that, the budget holds at every moment, not
+        only after each eviction, for task images of similar sizes.  A pre-pull without room
+        is declined; a start's pull (``demanded``) goes ahead (the overshoot is logged).
+        """
+        with self._room_lock:
+            reserve = self._largest * (self._pulling + 1)
+            used = self.enforce(reserve=reserve)
+            room = self.budget is None or used + reserve <= self.budget
+            if room or demanded:
+                self._pulling += 1
+            return room or demanded
+
+    def _pull_into(self, image: str, key: str, future: Future[None], *, demanded: bool) -> None:
+        if not self._claim_room(demanded=demanded):
+            # No room: the start that needs it pulls it then, after closes made room.
+            logger.info("not pre-pulling %s: the image budget is full", key)
+            with self._lock:
+                self._inflight.pop(key, None)
+            future.set_result(None)
+            return
         try:
             pull(self._api(), image)
             self.pulls += 1
@@ -123,6 +149,9 @@ class ImageCache:
                 self._inflight.pop(key, None)
             future.set_exception(exc)
             raise
+        finally:
+            with self._room_lock:
+                self._pulling -= 1  # once recorded: from now on it counts as used
         with self._lock:
             self._inflight.pop(key, None)
         try:
@@ -158,15 +187,8 @@ class ImageCache:
                     future.result(timeout=timeout)
 
     def _prefetch_one(self, key: str, future: Future[None]) -> None:
-        if self.budget is not None and self.enforce() >= self.budget:
-            # No room: the start that needs it pulls it then, after closes made room.
-            logger.info("not pre-pulling %s: the image budget is full", key)
-            with self._lock:
-                self._inflight.pop(key, None)
-            future.set_result(None)
-            return
         try:
-            self._pull_into(key, key, future)
+            self._pull_into(key, key, future, demanded=False)
         except Exception as exc:  # the start that needs it reports it, typed
             logger.warning("pre-pull of %s failed: %s", key, exc)
 
@@ -206,14 +228,19 @@ class ImageCache:
         for gone in set(ours) - set(found):
             if gone not in self._inflight:
                 self.record.forget(gone)
+        self._largest = max([self._largest, *(size for size, _ in found.values())])
         return sum(size for size, _ in found.values()), found
 
-    def enforce(self) -> int:
-        """Evict least recently used images of ours until within budget; returns bytes used."""
+    def enforce(self, reserve: int = 0) -> int:
+        """Evict least recently used images of ours until ``used + reserve`` is within budget.
+
+        Returns the bytes our images use afterwards.
+        """
         with self._evict_lock:
             used, found = self.usage()
-            if self.budget is None or used <= self.budget:
+            if self.budget is None or used + reserve <= self.budget:
                 return used
+            target = self.budget - reserve
             now = time.time()
             entries = self.record.entries()
             candidates = sorted(
@@ -225,11 +252,11 @@ class ImageCache:
                 and tag not in self._inflight
             )
             for _, tag in candidates:
-                if used <= self.budget:
+                if used <= target:
                     break
                 if self._remove(tag):
                     used -= found[tag][0]
-            if used > self.budget:
+            if used > target:
                 logger.warning(
                     "image budget %d bytes exceeded (%d): the rest are in use or scheduled",
                     self.budget,
