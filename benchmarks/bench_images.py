@@ -12,7 +12,9 @@ from an engine without any task image and with the budget on:
 
 - ``on-demand``: the start pulls the image (the library's behaviour before prefetch);
 - ``prefetch``: before taking task i, a worker passes the next ``--ahead`` images of the
-  schedule to ``DockerBackend.prefetch_images`` (what the schedule-driven prefetcher calls).
+  schedule to ``DockerBackend.prefetch_images`` (what the schedule-driven prefetcher calls);
+- ``present``: every image pulled before the clock starts (no budget): the start alone, so
+  that the pull's share of the other two runs' wait is their wait less this one's.
 
 Reported per run: wait for the sandbox on the critical path (the start, pull included), bytes
 moved over the link, disk our images took (sampled every 0.25 s; ``/system/df`` own bytes)
@@ -138,13 +140,17 @@ def run_mode(mode: str, args: argparse.Namespace, proxy: ThrottledProxy, tags: l
     _clear(api, prefix)
     record = Path(tempfile.mkdtemp()) / "images.json"
     payload = int(args.payload_mb * 1e6)
-    options = {
+    options: dict[str, Any] = {
         "image_cache_budget": int(args.budget_images * payload * 1.05),
         "image_record": str(record),
         "prefetch_concurrency": args.ahead,
     }
-    typed = DockerOptions(**options)
     refs = [prefix + tag for tag in tags]
+    if mode == "present":
+        del options["image_cache_budget"]
+        for ref in refs:
+            DockerBackend._images(DockerOptions(**options)).ensure(ref)
+    typed = DockerOptions(**options)
     run = Run(mode)
     stop = threading.Event()
     sampler = threading.Thread(target=_sampler, args=(api, prefix, run, stop), daemon=True)
@@ -195,7 +201,8 @@ def _report(runs: list[Run], args: argparse.Namespace, load: tuple[float, ...]) 
         lines.append(
             f"| {run.mode} | {run.wall:.1f} | {sum(waits):.1f} | {statistics.median(waits):.2f} "
             f"| {p90:.2f} | {run.link_bytes / 1e6:.1f} | {run.high_water / 1e6:.1f} "
-            f"| {'yes' if run.high_water > budget else 'no'} | {run.evictions} "
+            f"| {'n/a' if run.mode == 'present' else 'yes' if run.high_water > budget else 'no'} "
+            f"| {run.evictions} "
             f"| {run.rewards['1']}/{run.rewards['0']}/{run.rewards['error']} |"
         )
     for run in runs:
@@ -212,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ahead", type=int, default=4)
     parser.add_argument("--episode", type=float, default=1.0)
+    parser.add_argument("--modes", default="on-demand,prefetch,present")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     load = tuple(round(x, 2) for x in os.getloadavg())
@@ -221,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
             push_tasks(registry, args.images, int(args.payload_mb * 1e6))
             tags = [f"t{index:02d}" for index in range(args.images)]
             proxy = ThrottledProxy(registry.port, args.link_mb * 1e6)
-            runs = [run_mode(mode, args, proxy, tags) for mode in ("on-demand", "prefetch")]
+            runs = [run_mode(mode, args, proxy, tags) for mode in args.modes.split(",")]
             proxy.close()
         finally:
             registry.close()
