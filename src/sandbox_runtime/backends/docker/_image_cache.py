@@ -76,8 +76,6 @@ class ImageCache:
 
     def __init__(self, api: Callable[[], Any], options: DockerOptions, record: ImageRecord) -> None:
         self._api = api
-        self.budget = options.image_cache_budget
-        self.pin_seconds = options.image_pin
         self.record = record
         self._inflight: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
@@ -85,11 +83,25 @@ class ImageCache:
         self._room_lock = threading.Lock()
         self._pulling = 0
         self._largest = 0
-        self._pool = ThreadPoolExecutor(
-            max_workers=options.prefetch_concurrency, thread_name_prefix="image-prefetch"
-        )
+        self._pool: ThreadPoolExecutor | None = None
+        self.concurrency = 0
+        self.configure(options)
         self.pulls = 0
         self.evictions = 0
+
+    def configure(self, options: DockerOptions) -> None:
+        """Take the budget, pin and concurrency of the latest caller (one cache per engine).
+
+        The cache is shared by every sandbox of the engine and record, so its in-flight pulls
+        are too; the settings are the options of the call at hand.
+        """
+        self.budget = options.image_cache_budget
+        self.pin_seconds = options.image_pin
+        if options.prefetch_concurrency != self.concurrency:
+            old, self.concurrency = self._pool, options.prefetch_concurrency
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="image-prefetch")
+            if old is not None:
+                old.shutdown(wait=False)  # its queued pre-pulls still run
 
     # -- pulling -------------------------------------------------------------------------
 
@@ -171,6 +183,7 @@ class ImageCache:
                     continue
                 future: Future[None] = Future()
                 self._inflight[key] = future
+            assert self._pool is not None
             self._pool.submit(self._prefetch_one, key, future)
             started.append(future)
         return started
@@ -295,4 +308,5 @@ def image_cache(options: DockerOptions, engine_key: str, api: Callable[[], Any])
         if cache is None:
             cache = ImageCache(api, options, ImageRecord(path))
             _caches[key] = cache
+        cache.configure(options)
         return cache
