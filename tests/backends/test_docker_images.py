@@ -10,7 +10,7 @@ answers, not a mock.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,19 +47,33 @@ def registry(tmp_path_factory: pytest.TempPathFactory, docker_image: str) -> Ite
 
 
 @pytest.fixture
-def engine(docker_image: str) -> Iterator[Any]:
+def engine(docker_image: str) -> Any:
     import docker
 
-    api = docker.APIClient(version="auto")
-    yield api
-    for item in api.images():
-        for tag in item.get("RepoTags") or ():
-            if tag.startswith("127.0.0.1:") and "/swe/task:" in tag:
-                api.remove_image(tag, force=True)
+    return docker.APIClient(version="auto")
 
 
-def _link(registry: LocalRegistry, **faults: int) -> ThrottledProxy:
-    return ThrottledProxy(registry.port, 2_000_000, **faults)
+@pytest.fixture
+def link(registry: LocalRegistry, engine: Any) -> Iterator[Callable[..., ThrottledProxy]]:
+    """Slow links to the registry; at the end, the images pulled through them are removed.
+
+    Only those: under ``-n 2`` another test's images (another proxy port) stay.
+    """
+    made: list[ThrottledProxy] = []
+
+    def make(**faults: int) -> ThrottledProxy:
+        proxy = ThrottledProxy(registry.port, 2_000_000, **faults)
+        made.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in made:
+        proxy.close()
+        prefix = f"127.0.0.1:{proxy.port}/"
+        for item in engine.images():
+            for tag in item.get("RepoTags") or ():
+                if tag.startswith(prefix):
+                    engine.remove_image(tag, force=True)
 
 
 def _options(tmp_path: Path, **extra: Any) -> DockerOptions:
@@ -78,9 +92,9 @@ def _ours_on_disk(engine: Any, port: int) -> dict[str, int]:
 
 
 def test_budget_holds_and_spares_what_is_used_or_scheduled(
-    registry: LocalRegistry, engine: Any, tmp_path: Path
+    link: Callable[..., ThrottledProxy], engine: Any, tmp_path: Path
 ) -> None:
-    proxy = _link(registry)
+    proxy = link()
     options = _options(tmp_path, image_cache_budget=BUDGET, prefetch_concurrency=3)
     cache = DockerBackend._images(options)
     refs = [f"127.0.0.1:{proxy.port}/swe/task:t{index:02d}" for index in range(IMAGES)]
@@ -114,9 +128,9 @@ def test_budget_holds_and_spares_what_is_used_or_scheduled(
 
 
 def test_prefetch_pulls_ahead_once_and_a_start_waits_for_it(
-    registry: LocalRegistry, engine: Any, tmp_path: Path
+    link: Callable[..., ThrottledProxy], engine: Any, tmp_path: Path
 ) -> None:
-    proxy = _link(registry)
+    proxy = link()
     options = _options(tmp_path, prefetch_concurrency=4)
     cache = DockerBackend._images(options)
     refs = [f"127.0.0.1:{proxy.port}/swe/task:t{index:02d}" for index in range(4)]
@@ -138,9 +152,9 @@ def test_prefetch_pulls_ahead_once_and_a_start_waits_for_it(
 
 
 def test_delete_image_removes_only_what_we_pulled(
-    registry: LocalRegistry, engine: Any, tmp_path: Path, docker_image: str
+    link: Callable[..., ThrottledProxy], engine: Any, tmp_path: Path, docker_image: str
 ) -> None:
-    proxy = _link(registry)
+    proxy = link()
     options = _options(tmp_path, delete_image=True)
     cache = DockerBackend._images(options)
     ref = f"127.0.0.1:{proxy.port}/swe/task:t05"
@@ -155,9 +169,9 @@ def test_delete_image_removes_only_what_we_pulled(
 
 
 def test_a_missing_tag_is_a_typed_error_naming_the_registry(
-    registry: LocalRegistry, engine: Any
+    link: Callable[..., ThrottledProxy], engine: Any
 ) -> None:
-    proxy = _link(registry)
+    proxy = link()
     where = f"127.0.0.1:{proxy.port}"
     began = time.monotonic()
     try:
@@ -184,9 +198,11 @@ def test_an_unreachable_registry_fails_the_start_naming_it(docker_image: str) ->
     assert where in str(caught.value)
 
 
-def test_a_transient_registry_failure_is_retried(registry: LocalRegistry, engine: Any) -> None:
+def test_a_transient_registry_failure_is_retried(
+    link: Callable[..., ThrottledProxy], engine: Any
+) -> None:
     # The engine itself gives up after 4 connections answered 503; the next try gets through.
-    proxy = _link(registry, fail_first=5)
+    proxy = link(fail_first=5)
     try:
         pull(engine, f"127.0.0.1:{proxy.port}/swe/task:t07")
     finally:
