@@ -9,7 +9,8 @@ that knows nothing of this library still handles them sensibly::
     ├── BackendNotFoundError (LookupError)       no backend of that name is installed
     ├── BackendUnavailableError                  installed, but cannot run here (no daemon)
     ├── SandboxStartError                        the sandbox did not come up
-    │   └── QuotaExceededError                   ... because the service refused: quota or rate
+    │   ├── QuotaExceededError                   ... because the service refused: quota or rate
+    │   └── ImagePullError                       ... because its image could not be pulled
     ├── SandboxGoneError                         the sandbox died, expired or was removed
     │   └── SandboxClosedError                   ... because this client closed it
     ├── LifetimeCapError (ValueError)            an extension past the sandbox's hard cap
@@ -43,6 +44,7 @@ __all__ = [
     "CommandFailedError",
     "ConfigError",
     "GoneCause",
+    "ImagePullError",
     "LifetimeCapError",
     "PathEscapeError",
     "QuotaExceededError",
@@ -109,6 +111,23 @@ class QuotaExceededError(SandboxStartError):
     Nothing was started, so another backend (or a later try) may start the sandbox instead:
     the ``spread`` backend moves to its next member on this error, and only on this one.
     """
+
+class ImagePullError(SandboxStartError):
+    """The sandbox's image could not be pulled: an infrastructure fault, never a task's 0.
+
+    ``registry`` names the registry asked (``docker.io`` for a bare name), ``reason`` is the
+    registry's or engine's own words, and ``transient`` says whether the failure was of a
+    kind that retries (5xx, connection reset, timeout) and was still failing after them.
+    """
+
+    def __init__(
+        self, message: str, *, image: str, registry: str, reason: str, transient: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.image = image
+        self.registry = registry
+        self.reason = reason
+        self.transient = transient
 
 
 #: Why a sandbox is gone, where its backend can tell (``SandboxGoneError.cause``).

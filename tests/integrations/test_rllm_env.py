@@ -272,3 +272,13 @@ def test_environment_and_reward_on_docker(bundled_tasks: list[Task], docker_imag
         assert env.compute_final_reward() == 0.0
     gold = f"```diff\n{task.gold_patch}```"
     assert compute_score(None, gold, None, task.source, backend="docker") == 1.0
+
+
+def test_rllms_delete_image_becomes_the_docker_option() -> None:
+    row = dict(next(iter(load_rows("bundled"))))
+    on_docker = SWEEnv.from_dict({**row, "backend": "docker", "delete_image": True})
+    assert on_docker.options.backend_options == {"delete_image": True}
+    elsewhere = SWEEnv.from_dict({**row, "backend": "local", "delete_image": True})
+    assert "delete_image" not in elsewhere.options.backend_options
+    kept = SWEEnv.from_dict({**row, "delete_image": False, "backend": "docker"})
+    assert kept.options.backend_options == {}

@@ -19,6 +19,7 @@ from typing import Any
 
 from ._checkpoints import Checkpoints
 from ._cloud_filters import page_of, snapshot_matches
+from ._precache import PreCache
 from ._quota import describe_quota_overview
 from ._seed import Seed
 from ._service import AgsService
@@ -99,6 +100,7 @@ class CloudApi:
         self.service = service
         self.credentials = credentials
         self.checkpoints = Checkpoints(service)
+        self.precache = PreCache()
         self._actions: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "CreateSandboxTool": self._create_tool,
             "DescribeSandboxToolList": self._describe_tools,
@@ -119,7 +121,21 @@ class CloudApi:
             "DescribeAPIKeyList": self._describe_api_keys,
             "DeleteAPIKey": self._delete_api_key,
             "DescribeQuotaOverview": self._describe_quota_overview,
+            "CreatePreCacheImageTask": self._precache_action(self.precache.create),
+            "DescribePreCacheImageList": self._precache_action(self.precache.describe),
+            "DeletePreCacheImage": self._precache_action(self.precache.delete),
         }
+
+    @staticmethod
+    def _precache_action(
+        method: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        """An image pre-cache action (``_precache``): synchronous bookkeeping, no I/O."""
+
+        async def action(params: dict[str, Any]) -> dict[str, Any]:
+            return method(params)
+
+        return action
 
     def check_auth(self, headers: dict[str, str], body: bytes) -> None:
         """Refuse requests without a valid signature (only when credentials are configured)."""
@@ -208,6 +224,9 @@ class CloudApi:
 
     async def _start_instance(self, params: dict[str, Any]) -> dict[str, Any]:
         tool, seed = await self._origin(params)
+        custom = params.get("CustomConfiguration") or {}
+        if isinstance(custom, dict) and custom.get("Image"):
+            self.precache.used(str(custom["Image"]))
         timeout = parse_timeout(params.get("Timeout"), default=tool.default_timeout)
         metadata = {
             str(m.get("Name")): str(m.get("Value", ""))

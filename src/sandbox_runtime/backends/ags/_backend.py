@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -80,7 +80,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from . import _checkpoints, _e2b_plane, _lease
+from . import _checkpoints, _e2b_plane, _lease, _precache
 from ._cloud import AgsApiError, AgsCloudClient, redact
 from ._mapping import load_mapping
 from ._options import AgsOptions, cloud_client, e2b_api
@@ -426,6 +426,23 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
             run_id=config.run_id,
             extra=config.labels,
             workdir=config.workdir,
+        )
+
+    @classmethod
+    def prefetch_images(cls, images: Sequence[str], options: BackendOptions | None = None) -> None:
+        """Have the service pre-cache ``images`` (``CreatePreCacheImageTask``); see ``_precache``.
+
+        Cloud control plane only: without a SecretId/SecretKey (the e2b-compatible plane)
+        there is no pre-cache API, and nothing is done.
+        """
+        opts = cls.coerce_options(options)
+        if opts.secret_id is None or opts.secret_key is None:
+            return
+        _precache.prefetch(
+            cloud_client(opts),
+            images,
+            registry_type=opts.image_registry_type,
+            budget=opts.precache_budget,
         )
 
     @classmethod

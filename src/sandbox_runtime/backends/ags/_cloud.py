@@ -563,6 +563,35 @@ class AgsCloudClient(CloudApiClient):
         """``DeleteSandboxTool`` (retried: deleting twice fails with ``ResourceNotFound``)."""
         self.call("DeleteSandboxTool", {"ToolId": tool_id}, idempotent=True)
 
+    # -- image pre-cache -----------------------------------------------------------------
+
+    def create_precache(self, image: str, registry_type: str) -> dict[str, Any]:
+        """``CreatePreCacheImageTask``: have the service cache ``image`` ahead of starts.
+
+        Retried: a second task for an image already cached or caching costs nothing.
+        """
+        params = {"Image": image, "ImageRegistryType": registry_type}
+        return self.call("CreatePreCacheImageTask", params, idempotent=True)
+
+    def iter_precache(
+        self, *, filters: Mapping[str, Sequence[str]] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every ``PreCacheImage`` of ``DescribePreCacheImageList`` (``NextToken`` paging)."""
+        params: dict[str, Any] = {"MaxResults": PAGE_LIMIT}
+        if filters:
+            params["Filters"] = _filters(filters)
+        while True:
+            page = self.call("DescribePreCacheImageList", params, idempotent=True)
+            yield from page.get("PreCacheImageList") or []
+            token = page.get("NextToken")
+            if not token:
+                return
+            params = {**params, "NextToken": token}
+
+    def delete_precache(self, precache_id: str) -> None:
+        """``DeletePreCacheImage`` of one pre-cache entry."""
+        self.call("DeletePreCacheImage", {"PreCacheImageId": precache_id}, idempotent=True)
+
 
 def _filters(filters: Mapping[str, Sequence[str]]) -> list[dict[str, Any]]:
     """``{"Status": ["RUNNING"]}`` as the API's ``[{"Name": ..., "Values": [...]}]``."""

@@ -55,6 +55,10 @@ class AgsOptions(BackendOptions):
     is set."""
     image_registry_type: Literal["enterprise", "personal", "custom", "system"] = "enterprise"
     """Registry of ``SandboxConfig.image`` when it overrides the tool's image (cloud only)."""
+    precache_budget: int | None = Field(default=None, gt=0)
+    """Bytes of service-side image pre-cache (``prefetch_images``) this run may keep; beyond
+    it the entries it asked for that the schedule no longer names are deleted, least recently
+    used first.  ``None``: pre-caches are left to the service's own expiry."""
     internal: bool = False
     """Use Tencent Cloud's internal endpoints (from machines inside Tencent Cloud)."""
     endpoint: str | None = None

@@ -26,7 +26,7 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sandbox_runtime.backend_kit import (
@@ -83,7 +83,9 @@ from ._client import (
     status_code,
 )
 from ._exec import STDERR, STDOUT, ExecOutcome, ExecStream
+from ._image_cache import ImageCache, image_cache
 from ._options import DockerOptions
+from ._pull import pull
 
 __all__ = ["DockerBackend"]
 
@@ -167,15 +169,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         api = self._api
         try:
             agent = self._agent_wanted(api)
-            if self.options.pull == "always":
-                self._pull()
-            try:
-                container = self._create(api, agent)
-            except docker.errors.ImageNotFound:
-                if self.options.pull == "never":
-                    raise
-                self._pull()
-                container = self._create(api, agent)
+            container = self._create_pulling(api, agent)
             self._container = container
             call_with_retries(
                 lambda: api.start(container), start_retryable, description="start container"
@@ -203,12 +197,37 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
                 f"{self.config.start_timeout:.1f}s"
             )
 
-    def _pull(self) -> None:
+    @classmethod
+    def _images(cls, options: DockerOptions) -> ImageCache:
+        return image_cache(options, cls.engine_key(options), lambda: engine_client(options))
+
+    @classmethod
+    def prefetch_images(cls, images: Sequence[str], options: BackendOptions | None = None) -> None:
+        """Pre-pull the missing ones among ``images`` on a few threads; pin them all.
+
+        See :mod:`._image_cache`: at most ``prefetch_concurrency`` pulls at once, none twice,
+        none beyond ``image_cache_budget``; failures are logged and left for the start.
+        """
+        opts = cls.coerce_options(options)
+        if opts.pull != "never":
+            cls._images(opts).prefetch([image for image in images if image])
+
+    def _create_pulling(self, api: Any, agent: bool) -> str:
+        """Create the container, pulling the image first as ``options.pull`` says."""
         image = self.config.image
         assert image is not None
-        logger.info("pulling image %s", image)
-        # docker-py splits "repo:tag" and "repo@digest" itself and defaults the tag to latest.
-        self._call("pull image", lambda: self._api.pull(image))
+        cache = self._images(self.options)
+        if self.options.image_cache_budget is not None or self.options.delete_image:
+            cache.starting(image)  # pinned through the create, against other processes
+        if self.options.pull == "always":
+            pull(api, image)
+        try:
+            return self._create(api, agent)
+        except docker.errors.ImageNotFound:
+            if self.options.pull == "never":
+                raise
+        cache.ensure(image)  # waits for a pre-pull of it in flight, else pulls now
+        return self._create(api, agent)
 
     def _create(self, api: Any, agent: bool) -> str:
         config = self.config
@@ -361,6 +380,19 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             # After the removal, so that a command running meanwhile sees its sandbox gone.
             if self._agent is not None:
                 self._agent.close()
+        self._image_closed()
+
+    def _image_closed(self) -> None:
+        """Tell the image cache this sandbox's image is free (budget, ``delete_image``)."""
+        image = self.config.image
+        if image is None or (
+            self.options.image_cache_budget is None and not self.options.delete_image
+        ):
+            return
+        try:
+            self._images(self.options).closed(image, delete=self.options.delete_image)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            logger.warning("image bookkeeping after closing %s failed: %s", self.sandbox_id, exc)
 
     def attach(self, sandbox_id: str) -> None:
         """Take over a running container of this library (by id or name)."""

@@ -150,7 +150,8 @@ def _warn_once_about_caps(task: Task, options: RunOptions) -> None:
     logger.warning("SWEEnv: %s", warning)
 
 
-#: rLLM's own SWEEnv settings, accepted in ``env_args`` and ignored here.
+#: rLLM's own SWEEnv settings, accepted in ``env_args`` and not passed on as task fields
+#: (``delete_image`` becomes the docker backend's option of that name).
 _RLLM_SETTINGS = ("verbose", "scaffold", "delete_image", "dataset", "idx")
 
 
@@ -427,6 +428,13 @@ class SWEEnv(_EnvBase):
             value = _plain(info[key] if key == "max_steps" else info.pop(key))
             if not _missing(value):
                 settings[key] = value
+        if _plain(info.get("delete_image")) is True and settings.get("backend") == "docker":
+            # rLLM's delete_image: on docker, the image goes when the sandbox closes (only
+            # an image this library pulled and no container uses: docs/images.md).
+            settings["backend_options"] = {
+                "delete_image": True,
+                **settings.get("backend_options", {}),
+            }
         for key in _RLLM_SETTINGS:
             info.pop(key, None)
         return SWEEnv(info, **settings)
