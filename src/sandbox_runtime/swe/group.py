@@ -77,7 +77,6 @@ class GroupRunner(Runner):
 def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
     """The ``runner.options.group`` outcomes of ``task``, in rollout order."""
     size = runner.options.group
-    options = runner.options
     if not can_fork(runner):
         outcomes = _in_parallel(size, lambda index: runner._with_retries(task))
         return [_mark(outcome, index, INDEPENDENT) for index, outcome in enumerate(outcomes)]

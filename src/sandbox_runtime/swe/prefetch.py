@@ -61,7 +61,7 @@ class TaskPrefetcher:
     def _slots(
         tasks: Sequence[Task], config_of: Callable[[Task], SandboxConfig], copies: int
     ) -> list[PrefetchSlot]:
-        slots = []
+        slots: list[PrefetchSlot] = []
         for task in tasks:
             try:
                 config = unlabelled(config_of(task))

@@ -313,7 +313,8 @@ class Runner:
         """A sandbox for ``task``, tracked (before it starts) so that cancel closes it.
 
         ``pooled``: taken from the run's warm pools or prefetcher when ``--warm`` or
-        ``--prefetch`` made them (already started). ``used`` collects the task's sandboxes, whose accounting the outcome sums.
+        ``--prefetch`` made them (already started).  ``used`` collects the task's sandboxes,
+        whose accounting the outcome sums.
         """
         lease: Lease | None = None
         if pooled and self._pools is not None:
