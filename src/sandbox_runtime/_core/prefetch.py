@@ -18,9 +18,10 @@ Guarantees, and why:
   starts on the spot is not started a second time by the prefetcher.  Slots of one key
   (a GRPO group's copies) are interchangeable.  What is still unconsumed at
   :meth:`Prefetcher.close` (the schedule was cut short) is closed and counted.
-- **Never a dead sandbox.** A parked sandbox can die (its lifetime ran out, a service
-  evicted it); :meth:`Prefetcher.take` asks ``is_alive`` first, closes a dead one, counts it
-  as replaced, and hands out another.
+- **Never a dead sandbox.** A parked sandbox holds a lease (docs/leases.md) where its
+  backend can extend lifetimes, so waiting does not use up its lifetime; it can still die
+  (a service evicted it): :meth:`Prefetcher.take` asks ``is_alive`` first, closes a dead
+  one, counts it as replaced, and hands out another.
 - **Errors reach the consumer.** A background start that fails is not retried in a loop:
   its slot goes back to the consumer, whose take starts it on the spot and gets the real,
   typed error.
@@ -43,7 +44,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from sandbox_runtime._core.backend import Capability
 from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.keepalive import KeepAlive
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
 from sandbox_runtime.errors import SandboxClosedError, SandboxError, SandboxTimeoutError
@@ -97,6 +100,13 @@ class PrefetchStats:
 class _Parked:
     runtime: SandboxRuntime
     since: float
+    lease: KeepAlive | None
+
+    def hand_out(self) -> SandboxRuntime:
+        """The sandbox, its parking lease stopped (the taker holds its own)."""
+        if self.lease is not None:
+            self.lease.stop()
+        return self.runtime
 
 
 @dataclass(slots=True)
@@ -238,7 +248,7 @@ class Prefetcher:
                     raise SandboxClosedError("this prefetcher was closed")
                 parked = self._ready.get(key)
                 if parked:
-                    runtime = parked.popleft().runtime
+                    runtime = parked.popleft().hand_out()
                     self._fill()  # its place ahead is free
                     return runtime, None
                 returned = self._returned.get(key)
@@ -322,7 +332,8 @@ class Prefetcher:
                 if closing:
                     self._counts.discarded += 1
                 else:
-                    self._ready[slot.key].append(_Parked(runtime, time.monotonic()))
+                    parked = _Parked(runtime, time.monotonic(), _parking_lease(runtime))
+                    self._ready[slot.key].append(parked)
             self._cond.notify_all()
             self._fill()
         if closing and runtime is not None:
@@ -377,6 +388,18 @@ class Prefetcher:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _parking_lease(runtime: SandboxRuntime) -> KeepAlive | None:
+    """A lease that keeps a parked sandbox from using up its lifetime while it waits.
+
+    Where the backend can extend lifetimes; it stops at hand-out, when the sandbox closes,
+    and with this process (so ``reap`` still finds what a killed owner left).
+    """
+    backend = runtime.backend
+    if Capability.EXTEND_LIFETIME not in backend.capabilities_for(backend.options):
+        return None
+    return runtime.keep_alive(lease=runtime.config.lifetime)
 
 
 def _alive(runtime: SandboxRuntime) -> bool:
