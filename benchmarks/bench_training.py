@@ -120,6 +120,8 @@ def task_config(engine: Engine, run_id: str, task: int, lifetime: float) -> Sand
         env={"TASK": f"t{task}"},
         workdir="/tmp",
         lifetime=lifetime,
+        # The hard cap leases stay under (a Kubernetes pod needs one to be extendable at all).
+        max_lifetime=lifetime * 10,
         run_id=run_id,
     )
 
@@ -141,7 +143,10 @@ def rollout(
 ) -> tuple[float, str]:
     """Wait for a sandbox, run an episode of ``episode`` seconds, grade; (wait, outcome)."""
     began = time.monotonic()
-    sandbox = acquire()
+    try:
+        sandbox = acquire()
+    except SandboxError as exc:  # a start that failed: an error, never a lost rollout
+        return time.monotonic() - began, f"error: start: {exc}"
     waited = time.monotonic() - began
     try:
         sandbox.keep_alive(lease=lifetime)
