@@ -20,8 +20,9 @@ Guarantees, and why:
   :meth:`Prefetcher.close` (the schedule was cut short) is closed and counted.
 - **Never a dead sandbox.** A parked sandbox holds a lease (docs/leases.md) where its
   backend can extend lifetimes, so waiting does not use up its lifetime; it can still die
-  (a service evicted it): :meth:`Prefetcher.take` asks ``is_alive`` first, closes a dead
-  one, counts it as replaced, and hands out another.
+  (a service evicted it): :meth:`Prefetcher.take` checks first (one listing of the
+  backend's sandboxes answers a batch of takes; one the listing lacks is asked with
+  ``is_alive``), closes a dead one, counts it as replaced, and hands out another.
 - **Errors reach the consumer.** A background start that fails is not retried in a loop:
   its slot goes back to the consumer, whose take starts it on the spot and gets the real,
   typed error.
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -44,11 +47,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from pydantic import BaseModel, SecretStr
+
 from sandbox_runtime._core.backend import Capability
 from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.keepalive import KeepAlive
 from sandbox_runtime._core.registry import load_backend
-from sandbox_runtime._core.runtime import SandboxRuntime, validate_options
+from sandbox_runtime._core.runtime import SandboxRuntime, list_sandboxes, validate_options
 from sandbox_runtime.errors import SandboxClosedError, SandboxError, SandboxTimeoutError
 
 __all__ = ["PrefetchSlot", "PrefetchStats", "Prefetcher"]
@@ -139,7 +144,9 @@ class Prefetcher:
             ...; sandbox.close()                   # the caller owns what it took
 
     ``images_ahead`` slots past ``ahead`` have their images prefetched (default ``4 *
-    ahead``); ``start`` replaces how a sandbox is started (tests, a backend's own fork).
+    ahead``); ``liveness_ttl``: how long one listing of a backend's sandboxes answers the
+    liveness checks of every take (0: each take asks its own sandbox); ``start`` replaces
+    how a sandbox is started (tests, a backend's own fork).
     """
 
     def __init__(
@@ -150,6 +157,7 @@ class Prefetcher:
         max_in_flight: int = 4,
         jitter: float = 0.0,
         images_ahead: int | None = None,
+        liveness_ttl: float = 1.0,
         start: Starter = _start,
     ) -> None:
         if ahead < 1:
@@ -172,6 +180,7 @@ class Prefetcher:
         self._starting: collections.Counter[str] = collections.Counter()
         self._returned: dict[str, list[SandboxConfig]] = collections.defaultdict(list)
         self._counts = _Counters()
+        self._liveness = _Liveness(liveness_ttl)
         self._workers = ThreadPoolExecutor(max_in_flight, thread_name_prefix="prefetch")
         self._images = ThreadPoolExecutor(1, thread_name_prefix="prefetch-images")
         self.extend(schedule)
@@ -225,7 +234,7 @@ class Prefetcher:
                     self._counts.handed_out += 1
                 return runtime
             assert parked is not None
-            if _alive(parked):
+            if self._liveness.alive(parked):
                 with self._cond:
                     self._counts.handed_out += 1
                 return parked
@@ -402,6 +411,51 @@ def _parking_lease(runtime: SandboxRuntime) -> KeepAlive | None:
     return runtime.keep_alive(lease=runtime.config.lifetime)
 
 
+class _Liveness:
+    """Liveness checks of many takes answered by one listing per backend and ``ttl``.
+
+    A batch of 64 takes asking each sandbox costs 64 control-plane calls at once, and a
+    cloud API that allows 20 a second (AGS's ``DescribeSandboxInstance*``) refuses most of
+    them; one ``list_sandboxes`` answers them all.  A sandbox the listing has is alive as of
+    the listing (at most ``ttl`` old); one it lacks (started after it, or dead) is asked on
+    its own, so the listing never condemns a live sandbox.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._listed: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+
+    def alive(self, runtime: SandboxRuntime) -> bool:
+        if self._ttl > 0 and runtime.id in self._listing(runtime.config):
+            return True
+        return _alive(runtime)
+
+    def _listing(self, config: SandboxConfig) -> frozenset[str]:
+        key = (config.backend, options_key(config))
+        with self._lock:  # concurrent takes wait for one listing instead of making their own
+            taken_at, ids = self._listed.get(key, (0.0, frozenset()))
+            if time.monotonic() - taken_at <= self._ttl:
+                return ids
+            try:
+                found = list_sandboxes(config.backend, options=config.options)
+            except Exception as exc:  # the per-sandbox check still decides
+                logger.warning("listing %s sandboxes for liveness failed: %s", config.backend, exc)
+                return frozenset()
+            ids = frozenset(info.sandbox_id for info in found)
+            self._listed[key] = (time.monotonic(), ids)
+            return ids
+
+
+def options_key(config: SandboxConfig) -> str:
+    """A digest of the backend options (secrets included): same digest, same account."""
+    options = config.options
+    raw = options.model_dump() if isinstance(options, BaseModel) else dict(options)
+    plain = {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in raw.items()}
+    text = json.dumps(plain, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _alive(runtime: SandboxRuntime) -> bool:
     """``is_alive``, where an error counts as dead (the check is documented not to raise)."""
     try:
@@ -422,7 +476,7 @@ def _prefetch_images(configs: list[SandboxConfig]) -> None:
     """``Backend.prefetch_images`` per backend and options, nearest first; best effort."""
     groups: dict[tuple[str, str], list[SandboxConfig]] = {}
     for config in configs:
-        groups.setdefault((config.backend, repr(config.options)), []).append(config)
+        groups.setdefault((config.backend, options_key(config)), []).append(config)
     for group in groups.values():
         first = group[0]
         try:
