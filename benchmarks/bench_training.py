@@ -9,8 +9,9 @@ trainer feeds step 0's batch before that pause and the next step's batch when a 
 so those sandboxes start during the pause, this step's episodes and the update.
 
 Measured per engine and mode: the sandbox wait on each step's critical path (from the step's
-start until its last rollout holds a sandbox; summed over steps), starts refused by the
-service's rate limit, rollouts lost to expiry, sandboxes started for nobody, and what is
+start until its last rollout holds a sandbox; summed over steps), control-plane requests
+refused by the service's rate limit (every action; the backend retries them; the AGS log
+names each action), rollouts lost to expiry, sandboxes started for nobody, and what is
 left after ``reap``, also after the owner of a prefetcher is killed with SIGKILL mid-run.
 
     python benchmarks/bench_training.py [--engines ags kubernetes] [--steps 3] [--tasks 8]
@@ -62,7 +63,7 @@ class ModeResult:
     graded: int = 0
     lost_to_expiry: int = 0
     errors: list[str] = field(default_factory=list)
-    starts_refused: int = 0
+    requests_refused: int = 0
     started_for_nobody: int = 0
     prefetch: dict[str, Any] = field(default_factory=dict)
     left_running: int = 0
@@ -226,7 +227,7 @@ def run_mode(engine: Engine, args: argparse.Namespace, prefetch: bool) -> ModeRe
     result.critical_wait = round(sum(result.step_waits), 3)
     result.critical_wait_after_first = round(sum(result.step_waits[1:]), 3)
     result.mean_wait = round(sum(waits) / max(1, len(waits)), 3)
-    result.starts_refused = engine.refused() - refused_before
+    result.requests_refused = engine.refused() - refused_before
     result.left_running = len(_running(engine, run_id))
     return result
 
@@ -320,8 +321,8 @@ def main() -> int:
         ratio = with_.critical_wait / without.critical_wait if without.critical_wait else 0.0
         print(
             f"{name}: critical-path wait {without.critical_wait:.2f}s without, "
-            f"{with_.critical_wait:.2f}s with prefetch ({ratio:.1%}); refused "
-            f"{without.starts_refused}/{with_.starts_refused}; lost {without.lost_to_expiry}/"
+            f"{with_.critical_wait:.2f}s with prefetch ({ratio:.1%}); requests refused "
+            f"{without.requests_refused}/{with_.requests_refused}; lost {without.lost_to_expiry}/"
             f"{with_.lost_to_expiry}; for nobody {with_.started_for_nobody}; graded "
             f"{without.graded}/{without.rollouts}, {with_.graded}/{with_.rollouts}; "
             f"killed owner {kill}"
