@@ -178,3 +178,56 @@ def test_unscheduled_takes_and_async_take(tmp_path: Path) -> None:
     assert stats.started_on_spot == 1
     assert stats.handed_out == 2
     assert _running(config) == []
+
+
+def test_one_listing_answers_a_batch_of_liveness_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runtime._core import prefetch
+
+    config = SandboxConfig(backend="local", options={"base_dir": str(tmp_path)}, run_id="list")
+    listings: list[str] = []
+    real = prefetch.list_sandboxes
+
+    def counted(backend: str, **kwargs: Any) -> Any:
+        listings.append(backend)
+        return real(backend, **kwargs)
+
+    monkeypatch.setattr(prefetch, "list_sandboxes", counted)
+    keys = [f"t{i}" for i in range(6)]
+    with Prefetcher(_slots(config, keys), ahead=6, liveness_ttl=30) as prefetcher:
+        _wait_for(lambda: prefetcher.stats().ready == 6)
+        taken = [prefetcher.take(key) for key in keys]
+        assert all(sandbox.is_alive() for sandbox in taken)
+        for sandbox in taken:
+            sandbox.close()
+    assert listings == ["local"], "six takes, one listing"
+
+
+def test_images_beyond_the_started_ones_go_to_the_backend_nearest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runtime.backends.local import LocalBackend
+
+    asked: list[list[str]] = []
+
+    def record(images: Any, options: Any = None) -> None:
+        asked.append(list(images))
+
+    monkeypatch.setattr(LocalBackend, "prefetch_images", staticmethod(record))
+    base = SandboxConfig(backend="local", options={"base_dir": str(tmp_path)}, run_id="img")
+    templates = []
+    for index in range(4):
+        template = tmp_path / f"image-{index}"
+        template.mkdir()
+        templates.append(str(template))
+    slots = [
+        PrefetchSlot(f"t{i}", base.model_copy(update={"image": image}))
+        for i, image in enumerate(templates)
+    ]
+    with Prefetcher(slots, ahead=1, max_in_flight=1) as prefetcher:
+        _wait_for(lambda: bool(asked))
+        for index in range(4):
+            prefetcher.take(f"t{index}").close()
+    assert asked[0] == templates[1:], "the three not started yet, nearest first"
+    assert sorted(image for batch in asked for image in batch) == templates[1:], "each once"
