@@ -187,7 +187,7 @@ def test_one_listing_answers_a_batch_of_liveness_checks(
 
     config = SandboxConfig(backend="local", options={"base_dir": str(tmp_path)}, run_id="list")
     listings: list[str] = []
-    real = prefetch.list_sandboxes
+    real = list_sandboxes
 
     def counted(backend: str, **kwargs: Any) -> Any:
         listings.append(backend)
