@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,32 @@ def test_prefetch_and_warm_together_are_refused(bundled_tasks: list[Task]) -> No
 def test_run_prefetch_on_local_grades_as_without(tmp_path: Path) -> None:
     _check_run(tmp_path, "local", "oracle", 1.0, "--prefetch", "3")
     assert _sandbox_dirs(tmp_path) == []
+
+
+def test_swe_env_takes_its_sandbox_from_a_fed_prefetcher(
+    bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runtime.integrations.rllm import SWEEnv
+    from sandbox_runtime.swe.prefetch import TaskPrefetcher
+    from sandbox_runtime.swe.runner import task_sandbox_config
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tasks = bundled_tasks[:2]  # a trainer's next batch, in its dataloader's order
+
+    def config_of(task: Task) -> Any:  # the sandbox the environment itself would open
+        return task_sandbox_config(task, SWEEnv(task, backend="local").options)
+
+    prefetcher = TaskPrefetcher(tasks, config_of, ahead=2)
+    try:
+        for task in tasks:
+            with SWEEnv(task, backend="local", prefetcher=prefetcher) as env:
+                env.reset()
+                assert env.sandbox is not None
+                assert env.sandbox.is_alive()
+        stats = prefetcher.stats()
+        assert stats.handed_out == 2
+        assert stats.started_on_spot < 2
+    finally:
+        prefetcher.close()
+    assert prefetcher.stats().discarded == 0
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
