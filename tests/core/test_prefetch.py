@@ -231,3 +231,46 @@ def test_images_beyond_the_started_ones_go_to_the_backend_nearest_first(
             prefetcher.take(f"t{index}").close()
     assert asked[0] == templates[1:], "the three not started yet, nearest first"
     assert sorted(image for batch in asked for image in batch) == templates[1:], "each once"
+
+
+_KILLED_OWNER = """
+import sys, time
+from sandbox_runtime import SandboxConfig
+from sandbox_runtime._core.prefetch import Prefetcher, PrefetchSlot
+config = SandboxConfig.model_validate_json(sys.argv[1])
+slots = [PrefetchSlot(f"k{i}", config) for i in range(6)]
+prefetcher = Prefetcher(slots, ahead=3)
+held = prefetcher.take("k0")
+while prefetcher.stats().ready < 3:
+    time.sleep(0.05)
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_reap_finds_what_a_killed_prefetching_owner_left(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from sandbox_runtime import load_backend
+    from sandbox_runtime.backends.local import LocalOptions
+
+    config = SandboxConfig(
+        backend="local", options={"base_dir": str(tmp_path)}, lifetime=600, run_id="killed"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_OWNER, config.model_dump_json()],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "holding"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    left = set(_running(config))
+    assert len(left) == 4, "one taken and three parked outlive the killed owner"
+    reaped = load_backend("local").reap(LocalOptions.model_validate(config.options))
+    assert {item.sandbox_id for item in reaped} >= left
+    assert _running(config) == []
