@@ -107,12 +107,6 @@ class _Parked:
     since: float
     lease: KeepAlive | None
 
-    def hand_out(self) -> SandboxRuntime:
-        """The sandbox, its parking lease stopped (the taker holds its own)."""
-        if self.lease is not None:
-            self.lease.stop()
-        return self.runtime
-
 
 @dataclass(slots=True)
 class _Counters:
@@ -183,6 +177,7 @@ class Prefetcher:
         self._liveness = _Liveness(liveness_ttl)
         self._workers = ThreadPoolExecutor(max_in_flight, thread_name_prefix="prefetch")
         self._images = ThreadPoolExecutor(1, thread_name_prefix="prefetch-images")
+        self._stoppers = ThreadPoolExecutor(4, thread_name_prefix="prefetch-lease-stop")
         self.extend(schedule)
 
     # -- feeding -----------------------------------------------------------------------
@@ -257,7 +252,13 @@ class Prefetcher:
                     raise SandboxClosedError("this prefetcher was closed")
                 parked = self._ready.get(key)
                 if parked:
-                    runtime = parked.popleft().hand_out()
+                    item = parked.popleft()
+                    if item.lease is not None:
+                        # Stopping joins a renewal in flight (seconds, under a rate limit):
+                        # never under this lock, never on the taker's path.  One more
+                        # renewal after hand-out only moves the end later.
+                        self._stoppers.submit(item.lease.stop)
+                    runtime = item.runtime
                     self._fill()  # its place ahead is free
                     return runtime, None
                 returned = self._returned.get(key)
@@ -379,6 +380,7 @@ class Prefetcher:
             self._cond.notify_all()
         self._workers.shutdown(wait=True)
         self._images.shutdown(wait=False, cancel_futures=True)
+        self._stoppers.shutdown(wait=True)
         with self._cond:
             left = [item.runtime for parked in self._ready.values() for item in parked]
             self._ready.clear()
