@@ -112,6 +112,7 @@ class QuotaExceededError(SandboxStartError):
     the ``spread`` backend moves to its next member on this error, and only on this one.
     """
 
+
 class ImagePullError(SandboxStartError):
     """The sandbox's image could not be pulled: an infrastructure fault, never a task's 0.
 

@@ -141,6 +141,14 @@ def _add_limits(run: argparse.ArgumentParser) -> None:
         "distinct image and settings (a SandboxPool each); default 0",
     )
     run.add_argument(
+        "--prefetch",
+        type=count,
+        default=0,
+        metavar="K",
+        help="keep the next K sandboxes of the run, in task order, started ahead of the tasks "
+        "that will use them, whatever their images (not with --warm); default 0",
+    )
+    run.add_argument(
         "--group",
         type=positive_int,
         default=1,
@@ -326,6 +334,8 @@ def _run(args: argparse.Namespace) -> int:
     options_for_backend = backend_options(args.backend, args.backend_option)
     agent_factory = _agent_factory(args)
     _check_outputs(args)
+    if args.prefetch and args.warm:
+        raise ConfigError("--prefetch and --warm both start sandboxes ahead: choose one")
     if args.grading == "strict" and args.grade_in == "same":
         raise ConfigError(
             "--grading strict grades in a fresh sandbox; it cannot use --grade-in same"
@@ -415,6 +425,7 @@ def _run_options(args: argparse.Namespace, options_for_backend: dict[str, Any]) 
         backend_options=options_for_backend,
         retries=args.retries,
         warm=args.warm,
+        prefetch=args.prefetch,
         group=args.group,
         grade_in=None if args.grade_in == "default" else args.grade_in,
         grading=args.grading,

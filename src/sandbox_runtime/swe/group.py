@@ -69,15 +69,24 @@ class GroupRunner(Runner):
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
         return run_group(self, task)
 
+    def _sandboxes_per_task(self) -> int:
+        # Forked: one prepared source per task; else each rollout opens its own.
+        return 1 if can_fork(self) else self.options.group
+
 
 def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
     """The ``runner.options.group`` outcomes of ``task``, in rollout order."""
     size = runner.options.group
-    options = runner.options
-    if Capability.FORK not in backend_capabilities(options.backend, options.backend_options):
+    if not can_fork(runner):
         outcomes = _in_parallel(size, lambda index: runner._with_retries(task))
         return [_mark(outcome, index, INDEPENDENT) for index, outcome in enumerate(outcomes)]
     return _ForkedGroup(runner, task, size).run()
+
+
+def can_fork(runner: Runner) -> bool:
+    """Whether the run's backend forks (the backend is asked, never named)."""
+    options = runner.options
+    return Capability.FORK in backend_capabilities(options.backend, options.backend_options)
 
 
 def _in_parallel(size: int, one: Callable[[int], TaskOutcome]) -> list[TaskOutcome]:
@@ -131,7 +140,7 @@ class _ForkedGroup:
         """Start the task's sandbox, set it up, save it; the source is closed afterwards."""
         began = time.monotonic()
         used: list[SandboxRuntime] = []
-        source = self.runner._open_sandbox(self.task, used)
+        source = self.runner._open_sandbox(self.task, used, pooled=True)
         try:
             source.start()
             prepare(self.task, source)

@@ -41,6 +41,7 @@ from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
+from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
@@ -77,6 +78,9 @@ class RunOptions:
     warm: int = 0
     """Sandboxes kept started ahead of the tasks per distinct sandbox configuration
     (``swe.warm``); 0 starts each task's sandbox when the task begins."""
+    prefetch: int = 0
+    """Sandboxes kept started ahead of the tasks in run order, whatever their configuration
+    (``swe.prefetch``); 0: none.  Not together with ``warm``."""
     grade_in: str | None = None
     """``same``, ``fresh``, or ``None`` for each task's benchmark practice (see
     :mod:`sandbox_runtime.swe.isolation`)."""
@@ -158,6 +162,8 @@ class Runner:
             raise ConfigError(
                 f"group={options.group}: run groups with sandbox_runtime.swe.group.GroupRunner"
             )
+        if options.prefetch and options.warm:
+            raise ConfigError("--prefetch and --warm both start sandboxes ahead: choose one")
         self.tasks = list(tasks)
         self.agent_factory = agent_factory
         self.options = options
@@ -169,6 +175,7 @@ class Runner:
         self._open: dict[int, SandboxRuntime] = {}
         self._pools: WarmPools | None = None
         self._leases: dict[int, Lease] = {}
+        self._prefetch: TaskPrefetcher | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -180,6 +187,8 @@ class Runner:
         self._cancel.set()
         if self._pools is not None:
             self._pools.close()  # workers waiting in acquire() get SandboxClosedError
+        if self._prefetch is not None:
+            self._prefetch.close()  # likewise for take()
         with self._lock:
             sandboxes = list(self._open.values())
         for sandbox in sandboxes:
@@ -199,6 +208,10 @@ class Runner:
         self._warn_about_caps()
         if self.options.warm > 0:
             self._pools = WarmPools(self.tasks, self.options.warm)
+        if self.options.prefetch > 0:
+            self._prefetch = TaskPrefetcher(
+                self.tasks, self._config, self.options.prefetch, copies=self._sandboxes_per_task()
+            )
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         futures: dict[Future[list[TaskOutcome]], int] = {
             executor.submit(self._task_outcomes, task): index
@@ -224,11 +237,17 @@ class Runner:
             executor.shutdown(wait=False, cancel_futures=True)
             if self._pools is not None:
                 self._pools.close()
+            if self._prefetch is not None:
+                self._prefetch.close()
         return [outcome for index in sorted(outcomes) for outcome in outcomes[index]]
 
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
         """One task's outcomes (a group's runner gives one per rollout)."""
         return [self._with_retries(task)]
+
+    def _sandboxes_per_task(self) -> int:
+        """Sandboxes a task opens through :meth:`_open_sandbox` with ``pooled`` (first tries)."""
+        return 1
 
     def _warn_about_caps(self) -> None:
         """Say once, up front, when a backend's hard cap would cut the longest episode."""
@@ -293,13 +312,16 @@ class Runner:
     ) -> SandboxRuntime:
         """A sandbox for ``task``, tracked (before it starts) so that cancel closes it.
 
-        ``pooled``: taken from the run's warm pools when ``--warm`` made them (already
-        started). ``used`` collects the task's sandboxes, whose accounting the outcome sums.
+        ``pooled``: taken from the run's warm pools or prefetcher when ``--warm`` or
+        ``--prefetch`` made them (already started).  ``used`` collects the task's sandboxes,
+        whose accounting the outcome sums.
         """
         lease: Lease | None = None
         if pooled and self._pools is not None:
             lease = self._pools.acquire(task, self._config(task))
             sandbox = lease.sandbox
+        elif pooled and self._prefetch is not None:
+            sandbox = self._prefetch.take(task, self._config(task))
         else:
             sandbox = SandboxRuntime(self._config(task))
         self._track(sandbox, used)

@@ -95,6 +95,7 @@ from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
+from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.prepared import PreparedStates
 from sandbox_runtime.swe.rows import parse_row
@@ -183,7 +184,10 @@ class SWEEnv(_EnvBase):
         max_steps: int = 50,
         max_lifetime: float | None = None,
         shared: PreparedStates | None = None,
+        prefetcher: TaskPrefetcher | None = None,
     ) -> None:
+        if shared is not None and prefetcher is not None:
+            raise ConfigError("SWEEnv: shared setups and a prefetcher both open the sandbox")
         self.task = entry if isinstance(entry, Task) else parse_row(dict(entry), index="entry")
         self.options = RunOptions(
             backend=backend,
@@ -218,6 +222,10 @@ class SWEEnv(_EnvBase):
         self._lock = threading.Lock()
         self.shared = shared
         """Prepared states shared with the other rollouts of the task's group, if any."""
+        self.prefetcher = prefetcher
+        """Where the task's sandbox comes from already started, when the trainer feeds its
+        schedule to one (docs/prefetch.md; its configurations must be the ones this
+        environment opens, ``task_sandbox_config(task, env.options)``); not with ``shared``."""
 
     # rLLM's batch index, kept here too so the class behaves the same without rLLM.
     @property
@@ -266,7 +274,11 @@ class SWEEnv(_EnvBase):
         """A started, prepared sandbox: a copy of the group's shared state, or a fresh setup."""
         if self.shared is not None:
             return self.shared.open(self.task, self.options)
-        sandbox = SandboxRuntime(task_sandbox_config(self.task, self.options))
+        config = task_sandbox_config(self.task, self.options)
+        if self.prefetcher is not None:
+            sandbox = self.prefetcher.take(self.task, config)
+        else:
+            sandbox = SandboxRuntime(config)
         try:
             sandbox.start()
             prepare(self.task, sandbox)

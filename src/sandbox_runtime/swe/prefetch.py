@@ -1,0 +1,85 @@
+"""Prefetch for a run (``run --prefetch K``): the tasks' sandboxes started K ahead, in order.
+
+``--warm`` keeps N sandboxes per distinct configuration, which helps only where many tasks
+share one; a run where every task has its own image gets no head start from it.  Here the
+run's task order *is* the schedule: a :class:`~sandbox_runtime._core.prefetch.Prefetcher`
+starts the next K sandboxes while earlier tasks run, whatever their images, one slot per
+sandbox the run will open (a group's rollouts share their task's key, ``swe.warm.pool_key``).
+
+Retries (``--retries``) and grading sandboxes are not in the schedule: they start on the
+spot as without prefetch, so no sandbox is started for nobody.  Prefetched sandboxes carry
+no task label, as pooled ones (it is set at creation, before the task that takes it is
+known); the key makes sure the configuration is the task's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.prefetch import Prefetcher, PrefetchSlot, PrefetchStats
+from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.task import Task
+from sandbox_runtime.swe.warm import TASK_LABEL, pool_key
+
+__all__ = ["TaskPrefetcher"]
+
+logger = logging.getLogger("sandbox_runtime.swe")
+
+#: Background starts in flight at most: a cloud quota sees a trickle, not a storm.
+MAX_IN_FLIGHT = 8
+#: Seconds of random delay before each background start (strands-env #204: starts freed
+#: together spread out).
+JITTER = 0.2
+
+
+def unlabelled(config: SandboxConfig) -> SandboxConfig:
+    """``config`` without the task label: what any task of the same key can take."""
+    labels = {key: value for key, value in config.labels.items() if key != TASK_LABEL}
+    return config.model_copy(update={"labels": labels})
+
+
+class TaskPrefetcher:
+    """The run's prefetcher over its tasks; ``copies`` slots per task (a group's rollouts)."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        config_of: Callable[[Task], SandboxConfig],
+        ahead: int,
+        *,
+        copies: int = 1,
+    ) -> None:
+        self._prefetcher = Prefetcher(
+            ahead=ahead, max_in_flight=min(ahead, MAX_IN_FLIGHT), jitter=JITTER
+        )
+        self._prefetcher.extend(self._slots(tasks, config_of, copies))
+
+    @staticmethod
+    def _slots(
+        tasks: Sequence[Task], config_of: Callable[[Task], SandboxConfig], copies: int
+    ) -> list[PrefetchSlot]:
+        slots: list[PrefetchSlot] = []
+        for task in tasks:
+            try:
+                config = unlabelled(config_of(task))
+            except SandboxError:
+                continue  # the task fails on its own when it runs; nothing to start for it
+            slots.extend(PrefetchSlot(pool_key(task), config) for _ in range(copies))
+        return slots
+
+    def take(self, task: Task, config: SandboxConfig) -> SandboxRuntime:
+        """A started sandbox for ``task`` (whose own sandbox would be ``config``)."""
+        return self._prefetcher.take(pool_key(task), unlabelled(config))
+
+    def stats(self) -> PrefetchStats:
+        """The prefetcher's accounting."""
+        return self._prefetcher.stats()
+
+    def close(self) -> None:
+        """Close what nobody took (a run cut short); logs how many."""
+        left = self._prefetcher.close()
+        if left:
+            logger.info("closed %d prefetched sandboxes no task took", left)

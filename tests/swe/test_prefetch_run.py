@@ -1,0 +1,91 @@
+"""``run --prefetch K``: tasks take prefetched sandboxes, grade the same, leave nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.swe import Task
+from sandbox_runtime.swe.agents import make_agent
+from sandbox_runtime.swe.group import GroupRunner, can_fork
+from sandbox_runtime.swe.runner import Runner, RunOptions
+from sandbox_runtime.swe.warm import pool_key
+from tests.swe.test_cli_run import _check_run, _sandbox_dirs
+
+
+def test_every_task_its_own_image_gets_a_head_start(
+    bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tasks = bundled_tasks[:5]
+    assert len({pool_key(t) for t in tasks}) == len(tasks), "what --warm cannot help"
+    runner = Runner(tasks, lambda: make_agent("oracle"), RunOptions(jobs=2, prefetch=3))
+    outcomes = runner.run()
+    assert [o.reward for o in outcomes] == [1.0] * 5, [o.error for o in outcomes]
+    assert runner._prefetch is not None
+    stats = runner._prefetch.stats()
+    assert stats.started == stats.handed_out == 5, stats
+    assert stats.discarded == 0
+    assert stats.started_on_spot < 5, "some sandboxes were ready before their task"
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+def test_a_group_prefetches_what_its_rollouts_open(
+    bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tasks = bundled_tasks[:2]
+    options = RunOptions(jobs=2, prefetch=2, group=2)
+    runner = GroupRunner(tasks, lambda: make_agent("oracle"), options)
+    outcomes = runner.run()
+    assert [o.reward for o in outcomes] == [1.0] * 4, [o.error for o in outcomes]
+    assert runner._prefetch is not None
+    stats = runner._prefetch.stats()
+    per_task = 1 if can_fork(runner) else 2
+    assert stats.scheduled == stats.handed_out == 2 * per_task
+    assert stats.started == stats.handed_out
+    assert stats.discarded == 0
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+def test_prefetch_and_warm_together_are_refused(bundled_tasks: list[Task]) -> None:
+    with pytest.raises(ConfigError, match="choose one"):
+        Runner(bundled_tasks, lambda: make_agent("oracle"), RunOptions(prefetch=2, warm=2))
+
+
+@pytest.mark.slow
+def test_run_prefetch_on_local_grades_as_without(tmp_path: Path) -> None:
+    _check_run(tmp_path, "local", "oracle", 1.0, "--prefetch", "3")
+    assert _sandbox_dirs(tmp_path) == []
+
+
+def test_swe_env_takes_its_sandbox_from_a_fed_prefetcher(
+    bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runtime.integrations.rllm import SWEEnv
+    from sandbox_runtime.swe.prefetch import TaskPrefetcher
+    from sandbox_runtime.swe.runner import task_sandbox_config
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tasks = bundled_tasks[:2]  # a trainer's next batch, in its dataloader's order
+
+    def config_of(task: Task) -> Any:  # the sandbox the environment itself would open
+        return task_sandbox_config(task, SWEEnv(task, backend="local").options)
+
+    prefetcher = TaskPrefetcher(tasks, config_of, ahead=2)
+    try:
+        for task in tasks:
+            with SWEEnv(task, backend="local", prefetcher=prefetcher) as env:
+                env.reset()
+                assert env.sandbox is not None
+                assert env.sandbox.is_alive()
+        stats = prefetcher.stats()
+        assert stats.handed_out == 2
+        assert stats.started_on_spot < 2
+    finally:
+        prefetcher.close()
+    assert prefetcher.stats().discarded == 0
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
