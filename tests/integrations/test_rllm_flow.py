@@ -402,3 +402,48 @@ def test_the_evaluator_grades_strictly_unless_told_otherwise(
         ["conftest.py"],
     )
     assert (lenient.reward, lenient.grading) == (1.0, "benchmark")
+
+
+def test_rllm_train_schedule_feeds_the_prefetcher(
+    bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """rLLM main's schedule (its loader, its GRPO interleaving) drives ``TaskPrefetcher``.
+
+    The order rLLM's own warm queue prefetches from (``build_train_schedule``) is fed, task
+    by task and copy by copy, to the prefetcher behind ``SWEEnv``; every rollout, taken in
+    that order, finds its sandbox started, and none is started for nobody.
+    """
+    pytest.importorskip("rllm.sandbox.train_schedule")
+    from rllm.data.dataloader import StatefulTaskDataLoader
+    from rllm.sandbox.train_schedule import build_train_schedule
+
+    from sandbox_runtime.integrations.rllm import SWEEnv
+    from sandbox_runtime.integrations.rllm_flow.flow import task_row
+    from sandbox_runtime.swe.prefetch import TaskPrefetcher
+    from sandbox_runtime.swe.runner import task_sandbox_config
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    rows = [{**task.source, "id": task.task_id} for task in bundled_tasks[:4]]
+    loader = StatefulTaskDataLoader(rows, batch_size=2, shuffle=True, seed=7)
+    schedule = [
+        swe_task(task_row(item))
+        for item in build_train_schedule(loader, group_size=2, total_epochs=1)
+    ]
+    assert len(schedule) == 8  # 2 batches x 2 tasks x 2 copies, in rLLM's consumption order
+
+    def config_of(task: Task) -> Any:  # the sandbox the environment itself would open
+        return task_sandbox_config(task, SWEEnv(task, backend="local").options)
+
+    prefetcher = TaskPrefetcher(schedule, config_of, ahead=3)
+    try:
+        for task in schedule:
+            with SWEEnv(task, backend="local", prefetcher=prefetcher) as env:
+                env.reset()
+                assert env.sandbox is not None
+                assert env.sandbox.is_alive()
+        stats = prefetcher.stats()
+    finally:
+        prefetcher.close()
+    assert (stats.scheduled, stats.handed_out, stats.started) == (8, 8, 8)
+    assert prefetcher.stats().discarded == 0
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
