@@ -175,6 +175,24 @@ _OWNER = textwrap.dedent(
 )
 
 
+def _ids_left_by_killed_owner(script: str, options: dict[str, Any], image: str) -> list[str]:
+    """Run ``script`` as an owner process, read the ids it started, then SIGKILL it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(options), image],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert owner.stdout is not None
+        ids: list[str] = json.loads(owner.stdout.readline())
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    return ids
+
+
 def test_reap_finds_every_members_sandboxes_after_the_owner_is_killed(
     tmp_path: Path, docker_image: str
 ) -> None:
@@ -185,19 +203,7 @@ def test_reap_finds_every_members_sandboxes_after_the_owner_is_killed(
             {**_local("a", tmp_path), "image": ""},
         ]
     }
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    owner = subprocess.Popen(
-        [sys.executable, "-c", _OWNER, json.dumps(options), docker_image],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert owner.stdout is not None
-        ids = json.loads(owner.stdout.readline())
-    finally:
-        owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=30)
+    ids = _ids_left_by_killed_owner(_OWNER, options, docker_image)
     assert [i.split(":")[0] for i in ids] == ["docker", "a"]
     reaped = SpreadBackend.reap(SpreadOptions.model_validate(options))
     assert set(ids) <= {item.sandbox_id for item in reaped}
@@ -337,19 +343,7 @@ def test_reap_after_kill_9_over_both_emulators_and_docker(
         ]
     }
     script = _OWNER.replace("range(2)", "range(3)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    owner = subprocess.Popen(
-        [sys.executable, "-c", script, json.dumps(options), docker_image],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert owner.stdout is not None
-        ids = json.loads(owner.stdout.readline())
-    finally:
-        owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=30)
+    ids = _ids_left_by_killed_owner(script, options, docker_image)
     # Docker first: it holds the image (affinity); then the others in order.
     assert [i.split(":")[0] for i in ids] == ["docker", "ags", "kubernetes"]
     listed = {info.sandbox_id for info in list_sandboxes("spread", options=options)}
