@@ -97,7 +97,7 @@ def test_built_ins_are_found_without_installed_metadata(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "['ags', 'docker', 'e2b', 'kubernetes', 'local', 'repoenv']",
+        "['ags', 'docker', 'e2b', 'kubernetes', 'local', 'repoenv', 'spread']",
         "LocalBackend",
         "None",
     ]
