@@ -22,7 +22,13 @@ from typing import TypeVar
 
 from sandbox_runtime._core.ratelimit import RateLimiter
 
-__all__ = ["RetryPolicy", "call_with_retries", "retry_after_seconds", "retry_listener"]
+__all__ = [
+    "RetryPolicy",
+    "call_with_retries",
+    "notify_retry",
+    "retry_after_seconds",
+    "retry_listener",
+]
 
 T = TypeVar("T")
 logger = logging.getLogger("sandbox_runtime.retry")
@@ -178,6 +184,17 @@ def _delay(
     elif asked is not None:
         chosen = max(chosen, asked)
     return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
+
+
+def notify_retry(error: BaseException) -> None:
+    """Count a retry made outside :func:`call_with_retries` (a re-sent command start).
+
+    The sandbox's accounting hears of it as of any other retry, so a fault cured by
+    sending again is never invisible in the figures.
+    """
+    listener = _listener.get()
+    if listener is not None:
+        listener(error)
 
 
 def _announce(description: str, attempt: int, error: BaseException, delay: float) -> None:

@@ -36,6 +36,7 @@ from sandbox_runtime._core import shell as _shell
 from sandbox_runtime._core.backend import ExecRequest
 from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult
+from sandbox_runtime._core.retry import notify_retry
 from sandbox_runtime._core.shell import check_cwd
 from sandbox_runtime.errors import (
     BackendError,
@@ -203,6 +204,7 @@ class EnvdCommands:
                 if not exc.transient or attempt == self._start_attempts:
                     raise
                 wait = exc.retry_after
+                notify_retry(exc)
             except (httpx.TransportError, EnvdError) as exc:
                 if (
                     started
@@ -216,6 +218,7 @@ class EnvdCommands:
                         transient=False,
                     ) from exc
                 wait = None
+                notify_retry(exc)
             delay = wait if wait is not None else random.uniform(0, 0.2 * 2**attempt)
             logger.warning(
                 "command start on %s not delivered (attempt %d); sending it again in %.2fs",
