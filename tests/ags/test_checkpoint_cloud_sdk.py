@@ -6,31 +6,15 @@ read through the e2b SDK on the data plane, as AGS's documentation pairs them.
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 from e2b import Sandbox
 from tencentcloud.ags.v20250920 import ags_client, models
-from tencentcloud.common import credential
 from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
-from tencentcloud.common.profile.client_profile import ClientProfile
-from tencentcloud.common.profile.http_profile import HttpProfile
 
 from sandbox_runtime_emulators.ags.server import AgsEmulator
-
-
-def _client(emulator: AgsEmulator) -> ags_client.AgsClient:
-    endpoint = emulator.url.removeprefix("http://")
-    profile = ClientProfile(httpProfile=HttpProfile(protocol="http", endpoint=endpoint))
-    cred = credential.Credential(emulator.secret_id, emulator.secret_key)
-    return ags_client.AgsClient(cred, "ap-guangzhou", profile)
-
-
-def _request(model: type, **fields: object) -> object:
-    request = model()
-    request.from_json_string(json.dumps(fields))
-    return request
+from tests.ags.tc_sdk import sdk_client as _client
+from tests.ags.tc_sdk import sdk_request as _request
 
 
 def _data_plane(emulator: AgsEmulator, instance_id: str) -> Sandbox:

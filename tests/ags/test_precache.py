@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 from tencentcloud.ags.v20250920 import ags_client, models
-from tencentcloud.common import credential
 from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
-from tencentcloud.common.profile.client_profile import ClientProfile
-from tencentcloud.common.profile.http_profile import HttpProfile
 
 from sandbox_runtime.backends.ags import AgsBackend, AgsOptions
 from sandbox_runtime_emulators.ags.server import AgsEmulator
-
-
-def _sdk(emulator: AgsEmulator) -> ags_client.AgsClient:
-    endpoint = emulator.url.removeprefix("http://")
-    profile = ClientProfile(httpProfile=HttpProfile(protocol="http", endpoint=endpoint))
-    cred = credential.Credential(emulator.secret_id, emulator.secret_key)
-    return ags_client.AgsClient(cred, "ap-guangzhou", profile)
-
-
-def _request(model: type, **fields: object) -> object:
-    request = model()
-    request.from_json_string(json.dumps(fields))
-    return request
+from tests.ags.tc_sdk import sdk_client as _sdk
+from tests.ags.tc_sdk import sdk_request as _request
 
 
 def _listed(client: ags_client.AgsClient, **fields: object) -> list[models.PreCacheImage]:
