@@ -21,6 +21,7 @@ that knows nothing of this library still handles them sensibly::
     ├── SandboxNotADirectoryError (NotADirectoryError)
     ├── PathEscapeError (PermissionError)        a path that leaves the sandbox root
     ├── SandboxReadOnlyError (PermissionError)   a write to a read-only part of the sandbox
+    ├── SandboxNoSpaceError (OSError)            a write found the sandbox's disk full
     ├── ToolUnavailableError                     a tool the library installed cannot run there
     ├── CapabilityUnsupportedError               the backend lacks the capability a call needs
     ├── CheckpointNotFoundError (LookupError)    no checkpoint of that id (deleted or reaped)
@@ -33,6 +34,7 @@ exceptions into this tree at their boundary with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import errno
 import typing
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "SandboxFileNotFoundError",
     "SandboxGoneError",
     "SandboxIsADirectoryError",
+    "SandboxNoSpaceError",
     "SandboxNotADirectoryError",
     "SandboxReadOnlyError",
     "SandboxStartError",
@@ -207,6 +210,20 @@ class PathEscapeError(SandboxError, PermissionError):
 
 class SandboxReadOnlyError(SandboxError, PermissionError):
     """A write to a part of the sandbox's filesystem that the backend shows read-only."""
+
+
+class SandboxNoSpaceError(SandboxError, OSError):
+    """A write found no room left in the sandbox (``ENOSPC``: its disk, ``/tmp`` or quota full).
+
+    Not transient: sending the same bytes again fails the same way, so it is raised at once,
+    never retried.  The sandbox keeps serving reads and commands that write nothing.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class ToolUnavailableError(SandboxError):

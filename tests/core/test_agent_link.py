@@ -85,3 +85,13 @@ def test_patience_follows_the_slowest_recent_answer() -> None:
     for _ in range(5):  # quiet again: the burst's delay halves away
         _learn("test|fresh", 0.1)
     assert _patience("test|fresh", 30.0) == 5.0
+
+
+def test_agent_can_run_reads_the_state_after_the_name() -> None:
+    from sandbox_runtime._envd.agent import agent_can_run
+
+    assert agent_can_run("12 (sandbox-agent) S 1 12 12 0")
+    assert agent_can_run("12 (a) T) R 1 12")  # a name holding ") T)"
+    assert not agent_can_run("12 (sandbox-agent) T 1 12 12 0")
+    assert not agent_can_run("12 (sandbox-agent) Z 1 12 12 0")
+    assert agent_can_run("")  # unreadable: says nothing, the wait decides

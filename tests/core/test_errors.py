@@ -57,3 +57,29 @@ def test_the_drawing_shows_each_class_s_parent_and_builtin_base() -> None:
         assert expected == ({builtin} if builtin else set()), f"{name}'s builtin base"
         assert all(getattr(builtins, base) in cls.__bases__ for base in expected)
         parents.append(name)
+
+
+def test_a_cyclic_chain_of_causes_ends() -> None:
+    """An error raised from itself once made the agent's error translation spin forever."""
+    from sandbox_runtime._envd.agent import _caused_by, _nothing_sent
+
+    first, second = OSError("first"), OSError("second")
+    first.__cause__, second.__cause__ = second, first
+    itself = OSError("itself")
+    itself.__cause__ = itself
+    for chain in (first, itself):
+        assert not _caused_by(chain, KeyError)
+        assert _caused_by(chain, OSError)
+        assert not _nothing_sent(chain)
+
+
+def test_no_space_is_an_os_error_with_its_errno() -> None:
+    import errno
+
+    from sandbox_runtime import SandboxError, SandboxNoSpaceError
+
+    error = SandboxNoSpaceError("no space left in the sandbox writing /tmp/x")
+    assert isinstance(error, SandboxError)
+    assert isinstance(error, OSError)
+    assert error.errno == errno.ENOSPC
+    assert str(error) == "no space left in the sandbox writing /tmp/x"

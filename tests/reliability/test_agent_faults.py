@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from sandbox_runtime import BackendError, SandboxConfig, SandboxGoneError, SandboxRuntime
+from sandbox_runtime import (
+    BackendError,
+    SandboxConfig,
+    SandboxGoneError,
+    SandboxNoSpaceError,
+    SandboxRuntime,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -128,6 +134,74 @@ def test_a_killed_container_is_gone_on_the_first_call(
                 call()
             # Before: 4-14 s, dialling the dead address until EHOSTUNREACH.  Now ~0.15 s.
             assert time.monotonic() - began < 1.5
+
+
+def test_a_stopped_agent_fails_the_call_typed_in_seconds_and_is_replaced(
+    engine: Any, docker_image: str
+) -> None:
+    """SIGSTOP of the agent: before, the next exec waited out the 300 s request timeout."""
+    with _sandbox(docker_image, "on") as sandbox:
+        _await_agent(sandbox)
+        _inside(engine, sandbox, ["pkill", "-STOP", "-f", "sandbox-agent"])
+        began = time.monotonic()
+        with pytest.raises(BackendError) as raised:
+            sandbox.exec("touch /tmp/ran", timeout=5)
+        assert time.monotonic() - began < 10  # measured 1.8 s
+        assert "stopped answering" in str(raised.value)
+        assert sandbox.is_alive()
+        began = time.monotonic()
+        assert sandbox.exec("echo native").stdout == "native\n"
+        assert time.monotonic() - began < 5
+        # The stopped agent is killed and a new one answers; the abandoned command never ran.
+        assert _parent_becomes(sandbox, "sandbox-agent", within=30)
+        states = sandbox.exec("grep -h '^State' /proc/[0-9]*/status 2>/dev/null | sort | uniq -c")
+        assert "stopped" not in states.stdout
+        assert not sandbox.exists("/tmp/ran")
+
+
+def test_a_full_tmp_is_a_typed_error_at_once_and_reads_go_on(
+    docker_image: str, tmp_path: Path
+) -> None:
+    """Before: the agent's 507 made an error its own cause, and the client spun forever."""
+    with _sandbox(docker_image, "on") as sandbox:
+        _await_agent(sandbox)
+        # /dev/shm is a 64 MiB tmpfs: the agent's state directory moved there fills with it.
+        fill = (
+            "mkdir -p /tmp/.sandbox-runtime && mv /tmp/.sandbox-runtime /dev/shm/state"
+            " && ln -s /dev/shm/state /tmp/.sandbox-runtime;"
+            " dd if=/dev/zero of=/dev/shm/fill bs=1M count=100 2>/dev/null; true"
+        )
+        sandbox.exec(fill, check=True)
+        for write in (
+            lambda: sandbox.write_text("/dev/shm/x", "x" * 100_000),
+            lambda: sandbox.exec("cat", stdin=b"abc"),  # its stdin waits in the state directory
+        ):
+            began = time.monotonic()
+            with pytest.raises(SandboxNoSpaceError):
+                write()
+            assert time.monotonic() - began < 1.0  # measured 0.00-0.01 s
+        assert sandbox.read_text("/etc/hostname").strip()
+        sandbox.download("/etc", tmp_path / "etc")  # nothing is staged in the sandbox's /tmp
+        assert (tmp_path / "etc" / "hostname").exists()
+
+
+def test_a_directory_written_during_download_downloads(docker_image: str, tmp_path: Path) -> None:
+    """GNU tar's "file changed as we read it" (exit 1) once failed 5 of 6 such downloads."""
+    with _sandbox(docker_image, "on") as sandbox:
+        _await_agent(sandbox)
+        sandbox.exec(
+            "mkdir -p /work && seq 1 20000 > /work/big && echo a > /work/small", check=True
+        )
+        writer = "while :; do seq 1 20000 >> /work/big; echo x >> /work/log; done"
+        sandbox.exec(f"nohup sh -c '{writer}' >/dev/null 2>&1 &", check=True)
+        try:
+            for attempt in range(6):
+                target = tmp_path / f"copy{attempt}"
+                sandbox.download("/work", target)
+                assert (target / "small").read_text() == "a\n"
+                assert (target / "big").stat().st_size > 0
+        finally:
+            sandbox.exec("pkill -f 'seq 1 20000' ; pkill -f 'while :' ; true")
 
 
 # -- kubernetes (emulator): the same agent link, pods behind the API --------------------------

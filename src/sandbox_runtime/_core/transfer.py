@@ -4,10 +4,10 @@ A backend's primitives move whole files (``write_file``/``read_file``) or whole 
 200 MB repository or dataset would sit in the client's memory two or three times over.  So
 anything larger than :data:`CHUNK` travels in pieces: an upload writes the pieces as part
 files in the sandbox and joins them there with ``cat`` (directories travel as a tar spooled
-to a host temporary file, then extracted in the sandbox); a download packs the source in the
-sandbox, splits it there, and reads the pieces one after the other into a host temporary file
-that is then extracted.  Client memory stays around a few chunks, whatever the size; the cost
-is some commands and a temporary copy on the sandbox's disk, both removed afterwards.
+to a host temporary file, then extracted in the sandbox); a download streams ``tar``'s output
+into a host temporary file that is then extracted, staging nothing in the sandbox (a full
+``/tmp`` there, which the sandbox's own processes can cause, blocks no download).  Client
+memory stays around a few chunks, whatever the size.
 
 Written once over the primitives, for every backend; one whose files are host files (local)
 overrides the whole move with direct copies.
@@ -15,8 +15,10 @@ overrides the whole move with direct copies.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
+import re
 import shlex
 import tarfile
 import tempfile
@@ -31,11 +33,17 @@ from sandbox_runtime.errors import BackendError, SandboxError, SandboxFileNotFou
 
 __all__ = ["CHUNK", "Primitives", "copy_in", "copy_out", "unpack"]
 
+logger = logging.getLogger("sandbox_runtime")
+
 #: Bytes moved per primitive call.  Small enough that a backend's own copies of a piece
 #: (a tar around it, a request body) stay well under the 64 MB a transfer may add.
 CHUNK = 8 * 1024 * 1024
 _STAGING = "/tmp/.sandbox-runtime/transfers"
 _MISSING = 44
+#: What a download keeps of the packing command's output besides the stream: its stderr.
+_DIAGNOSTIC_BYTES = 64 * 1024
+#: GNU tar's warnings that leave the archive whole (its exit code is then 1, not 2).
+_TAR_CHANGED = re.compile(r"file changed as we read it|file removed before we read it")
 #: GNU tar stores only the data of a file with holes (a ``truncate -s 20G`` file packs to a
 #: few bytes, in the sandbox's staging copy and on the wire); other tars send the zeros,
 #: which the host's extractor still writes as holes.
@@ -56,8 +64,6 @@ class Primitives(Protocol):
     def write_file(self, path: str, data: bytes, mode: int = ...) -> None: ...
 
     def read_file(self, path: str) -> bytes: ...
-
-    def read_file_to(self, path: str, sink: BinaryIO) -> None: ...
 
 
 def _run(backend: Primitives, script: str, *args: str, what: str) -> bytes:
@@ -135,41 +141,54 @@ def copy_in(backend: Primitives, host: Path, target: str) -> None:
 
 
 def copy_out(backend: Primitives, source: str, host: Path) -> None:
-    """Copy the sandbox file or directory ``source`` to the host path ``host``."""
-    staged = f"{_STAGING}/{uuid.uuid4().hex}.tar"
-    # Pack in the sandbox, then say how big the pack is (the second line).
-    size_text = _run(
-        backend,
-        f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING}; mkdir -p -- "$(dirname -- "$2")" && '
-        f"{_SPARSE_IF_GNU}"
-        'tar $sparse -cf "$2" -C "$(dirname -- "$1")" -- "$(basename -- "$1")" && wc -c < "$2"',
-        source,
-        staged,
-        what=f"packing {source}",
+    """Copy the sandbox file or directory ``source`` to the host path ``host``.
+
+    The sandbox's ``tar`` writes to the command's output, which streams into a host
+    temporary file: nothing is staged on the sandbox's disk, so a full ``/tmp`` in the
+    sandbox blocks no download, and the client holds a few capped buffers, whatever the size.
+    """
+    script = (
+        f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING}; {_SPARSE_IF_GNU}'
+        'exec tar $sparse -cf - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"'
     )
-    size = int(size_text.split()[-1])
-    try:
-        with tempfile.TemporaryFile() as spool:
-            _receive(backend, staged, size, spool)
-            spool.seek(0)
-            unpack(spool, source, host)
-    finally:
-        _run(backend, 'rm -f -- "$1" "$1".part*', staged, what="cleaning up")
+    with tempfile.TemporaryFile() as spool:
+
+        def receive(stream: str, data: bytes) -> None:
+            if stream == "stdout":
+                spool.write(data)
+
+        request = ExecRequest(
+            command=("/bin/sh", "-c", script, "sh", source),
+            cwd="/",
+            timeout=3600,
+            max_output_bytes=_DIAGNOSTIC_BYTES,
+            on_output=receive,
+        )
+        result = backend.exec(request)
+        if result.exit_code == _MISSING:
+            raise SandboxFileNotFoundError(f"no such file or directory in the sandbox: {source}")
+        if result.timed_out or not (result.ok or _changed_while_read(result)):
+            raise BackendError(f"packing {source} failed: {result.stderr.strip()[-500:]}")
+        if result.exit_code != 0:
+            logger.warning(
+                "%s changed while it was downloaded; the files are as tar read them: %s",
+                source,
+                result.stderr.strip()[-300:],
+            )
+        spool.seek(0)
+        unpack(spool, source, host)
 
 
-def _receive(backend: Primitives, staged: str, size: int, sink: BinaryIO) -> None:
-    if size <= CHUNK:
-        sink.write(backend.read_file(staged))
-        return
-    _run(
-        backend,
-        f'cd -- "$(dirname -- "$1")" && '
-        f'split -b {CHUNK} -d -a 6 -- "$1" "$(basename -- "$1")".part',
-        staged,
-        what="splitting a download",
-    )
-    for index in range((size + CHUNK - 1) // CHUNK):
-        backend.read_file_to(f"{staged}.part{index:06d}", sink)
+def _changed_while_read(result: ExecResult) -> bool:
+    """GNU tar's exit 1 for files that changed or vanished while it read them, and only that.
+
+    The archive is whole then: every file as tar read it (a file written meanwhile may hold
+    part of the write).  Any other complaint, or another exit code, is a failed download.
+    """
+    if result.exit_code != 1:
+        return False
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return bool(lines) and all(_TAR_CHANGED.search(line) for line in lines)
 
 
 def unpack(spool: BinaryIO, source: str, host: Path) -> None:

@@ -42,6 +42,10 @@ _IDLE_KEPT = 16
 CONNECT_PATIENCE = 0.15
 # While a connect stays pending after that, how often the owner is asked again.
 _ASK_AGAIN = 1.0
+#: How long a sent request may wait for the first byte of its answer before ``responsive``
+#: is asked.  A running agent answers in about a millisecond, a loaded one in well under a
+#: second; the question costs a native exec, so it is asked only of a silent server.
+ANSWER_PATIENCE = 1.5
 _FAILURES = (http.client.HTTPException, OSError)
 
 PlainResponse = tuple[int, dict[str, str], bytes]
@@ -50,6 +54,15 @@ PlainResponse = tuple[int, dict[str, str], bytes]
 
 class PeerGone(httpx.ConnectError):
     """A connect abandoned because the sandbox's owner said the sandbox no longer runs."""
+
+
+class PeerStalled(httpx.ReadTimeout):
+    """A request abandoned because the server's process cannot answer: stopped or dead.
+
+    A stopped process (``SIGSTOP``, a debugger) keeps its socket: the kernel accepts the
+    connection and the request, and nothing answers until the process runs again, maybe
+    never.  The request may have reached it; whether it acted on it is unknown.
+    """
 
 
 class PlainHttp:
@@ -66,8 +79,10 @@ class PlainHttp:
         *,
         timeout: float,
         alive: Callable[[], bool] | None = None,
+        responsive: Callable[[], bool] | None = None,
     ) -> None:
         self._host = host
+        self._responsive = responsive
         self._port = port
         self.timeout = timeout
         self._alive = alive
@@ -94,6 +109,7 @@ class PlainHttp:
         connection = self._take() or self._connect()
         with _closed_on_failure(connection, f"POST {target}"):
             connection.request("POST", target, body=body, headers=dict(headers))
+            self._await_answer(connection, f"POST {target}")
             response = connection.getresponse()
         assert connection.sock is not None
         connection.sock.settimeout(read_timeout)
@@ -168,6 +184,34 @@ class PlainHttp:
                     raise PeerGone(f"{where}: the sandbox no longer runs")
                 ask_at = time.monotonic() + _ASK_AGAIN
 
+    def _await_answer(self, connection: http.client.HTTPConnection, what: str) -> None:
+        """Wait for the answer's first bytes, asking ``responsive`` about a silent server.
+
+        Without the question, a stopped server would hold the caller for the whole request
+        timeout (minutes).  A server that still runs is waited for, up to that timeout.
+        """
+        sock = connection.sock
+        if self._responsive is None or sock is None:
+            return
+        deadline = time.monotonic() + self.timeout
+        ask_at = time.monotonic() + ANSWER_PATIENCE
+        while not _readable(sock, max(0.0, min(deadline, ask_at) - time.monotonic())):
+            now = time.monotonic()
+            if now >= deadline:
+                return  # the read's own timeout decides
+            if now >= ask_at:
+                if not self._still_responsive():
+                    raise PeerStalled(f"{what}: the server's process is stopped or dead")
+                ask_at = time.monotonic() + _ASK_AGAIN
+
+    def _still_responsive(self) -> bool:
+        """``responsive``'s answer; one that cannot tell leaves the wait to its timeout."""
+        assert self._responsive is not None
+        try:
+            return self._responsive()
+        except Exception:
+            return True
+
     def _still_running(self) -> bool:
         """The owner's answer; an owner that cannot tell leaves the connect to its timeout."""
         assert self._alive is not None
@@ -186,6 +230,7 @@ class PlainHttp:
     ) -> PlainResponse:
         with _closed_on_failure(connection, f"{method} {target}"):
             connection.request(method, target, body=body, headers=dict(headers))
+            self._await_answer(connection, f"{method} {target}")
             response = connection.getresponse()
             content = response.read()
         if response.will_close:
@@ -277,12 +322,12 @@ def _writable(sock: socket.socket, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _readable(sock: socket.socket) -> bool:
-    """Whether an idle connection has something to read: the server closed it.
+def _readable(sock: socket.socket, timeout: float = 0.0) -> bool:
+    """Whether a connection has something to read within ``timeout`` seconds.
 
-    (Or sent what no request asked for.)  ``poll``, since ``select`` fails on descriptors past
-    1023.
+    On an idle connection: the server closed it (or sent what no request asked for).
+    ``poll``, since ``select`` fails on descriptors past 1023.
     """
     poller = select.poll()
     poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
+    return bool(poller.poll(timeout * 1000))

@@ -47,7 +47,7 @@ import tarfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import BinaryIO, Literal, TypeVar
 
@@ -58,7 +58,7 @@ from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.retry import RetryPolicy
 from sandbox_runtime.errors import BackendError, SandboxError, SandboxGoneError, SandboxStartError
 
-from ._plain_http import PeerGone
+from ._plain_http import PeerGone, PeerStalled
 from .client import EnvdClient, EnvdError, StartRefused, shared_tls_context
 from .commands import STATE_DIR, EnvdCommands
 
@@ -70,7 +70,9 @@ __all__ = [
     "AgentRouting",
     "AgentUnreachable",
     "agent_archive",
+    "agent_can_run",
     "agent_directory",
+    "agent_state_command",
     "fallback_directory",
     "launch_command",
     "restart_command",
@@ -140,6 +142,8 @@ d={directory}
 p=$(command -v python3) && [ -s "$d/agent.token" ] || exit 0
 # Named sandbox-agent, so that a command's "pkill python" or "killall python3" spares it.
 ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
+# exec keeps the shell's pid: the agent's, for agent_state_command and a restart's kill.
+echo $$ >"$d/agent.pid"
 exec "$p" -E -s "$d/agent.zip" --token-file "$d/agent.token" --host 0.0.0.0 \\
   --port {port} --exec-like </dev/null >"$d/agent.log" 2>&1
 """
@@ -225,9 +229,38 @@ def restart_command(directory: str) -> list[str]:
     """The agent's start script, for a native exec once :func:`agent_archive` is back in place.
 
     The container's own starter ran once and became the agent; a restart runs the script
-    the starter ran, from the sandbox's :func:`agent_directory`.
+    the starter ran, from the sandbox's :func:`agent_directory`, after killing the previous
+    agent if it still exists (a stopped one keeps its port, and would answer a request it
+    read when it runs again).  The pid is checked to still be an agent's before the kill.
     """
-    return ["/bin/sh", f"{directory}/agent.sh"]
+    script = (
+        'p=$(cat "$1/agent.pid" 2>/dev/null) && grep -q sandbox-agent "/proc/$p/cmdline" '
+        '2>/dev/null && kill -9 "$p"; exec /bin/sh "$1/agent.sh"'
+    )
+    return ["/bin/sh", "-c", script, "sandbox-runtime", directory]
+
+
+def agent_state_command(directory: str) -> list[str]:
+    """Print the agent process's ``/proc/PID/stat`` line (read by :func:`agent_can_run`)."""
+    return [
+        "/bin/sh",
+        "-c",
+        'read -r s <"/proc/$(cat "$1/agent.pid")/stat" && echo "$s"',
+        "sh",
+        directory,
+    ]
+
+
+def agent_can_run(stat_line: str) -> bool:
+    """Whether a ``/proc/PID/stat`` line describes a process that can run.
+
+    The state follows the command name, which is in parentheses and may hold any character,
+    so it is read after the last ``)``.  Stopped (``T``), traced (``t``), zombie (``Z``) and
+    dead (``X``) processes answer nothing; an unreadable line says nothing either way.
+    """
+    _name, _, rest = stat_line.rpartition(")")
+    fields = rest.split()
+    return not fields or fields[0] not in ("T", "t", "Z", "X")
 
 
 def agent_archive(token: str, directory: str) -> bytes:
@@ -281,6 +314,11 @@ class AgentLink:
     calls go native until the agent answers.  An agent that never answers makes its image
     unknown again.
 
+    ``agent_running`` answers, by the native path, whether the agent's process can run (not
+    stopped, not a zombie); it is asked only about a request whose answer is late, so a
+    stopped agent costs a call seconds instead of the request timeout, and the agent is then
+    treated as lost (killed and restarted where the backend can).
+
     ``kill_command`` kills, by the native path, every process whose environment carries a
     command's token (the backend's timeout kill): how a command whose agent died mid-way is
     stopped.  ``restart`` puts the agent's files back and starts it, detached, by the native
@@ -300,9 +338,11 @@ class AgentLink:
         image: str | None = None,
         kill_command: Callable[[str], None] | None = None,
         restart: Callable[[], None] | None = None,
+        agent_running: Callable[[], bool] | None = None,
     ) -> None:
         self.mode = mode
         self._kill_command = kill_command
+        self._agent_running = agent_running
         self._restart = restart
         self._restarts_left = _RESTARTS
         self._lock = threading.Lock()
@@ -415,6 +455,7 @@ class AgentLink:
             compress=False,
             plain_hot_path=True,
             alive=self._is_alive,
+            responsive=self._agent_running,
         )
         self._commands = EnvdCommands(
             self._session,
@@ -475,6 +516,14 @@ class AgentLink:
             if _caused_by(exc, PeerGone):
                 self._state = "lost"  # later calls hear it from the engine, without dialling
                 raise SandboxGoneError(f"{self._name} is gone ({exc})") from exc
+            if _caused_by(exc, PeerStalled):
+                # The request may have reached it: an error, never run twice (its command was
+                # killed by _abandon); later calls go native while a new agent replaces it.
+                self._lost(exc)
+                raise BackendError(
+                    f"{what}: the in-sandbox agent stopped answering (its process is stopped"
+                    f" or dead); the call was abandoned and later calls go native: {exc}"
+                ) from exc
             if _nothing_sent(exc):
                 # Refused: the agent is gone.  If the sandbox is ending too, the native path
                 # says so at once; no need to wait here for the engine to notice.
@@ -577,14 +626,23 @@ def _learn(image: str | None, delay: float | None) -> None:
             _answer_delays[image] = max(delay, 0.5 * _answer_delays.get(image, 0.0))
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), each once.
+
+    A chain can loop (an error raised from itself, or two that name each other); without
+    the visited set a walk down such a chain would never end.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     """Whether ``exc`` or anything in its chain of causes is a ``kind``."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(isinstance(seen, kind) for seen in _chain(exc))
 
 
 def _nothing_sent(exc: BaseException) -> bool:
@@ -593,16 +651,14 @@ def _nothing_sent(exc: BaseException) -> bool:
     A broken stream or a timeout may have reached the agent, and a command it reached may
     have started; only a connection refused from the first try is certain.
     """
-    seen: BaseException | None = exc
     refused = False
-    while seen is not None:
+    for seen in _chain(exc):
         if isinstance(seen, httpx.ConnectError):
             refused = True
         elif isinstance(seen, StartRefused):
             pass
         elif isinstance(seen, (httpx.HTTPError, EnvdError)):
             return False
-        seen = seen.__cause__ or seen.__context__
     return refused
 
 

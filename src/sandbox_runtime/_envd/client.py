@@ -34,7 +34,7 @@ import json
 import ssl
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 from urllib.parse import quote
 
 import httpx
@@ -45,6 +45,7 @@ from sandbox_runtime.errors import (
     SandboxError,
     SandboxFileNotFoundError,
     SandboxIsADirectoryError,
+    SandboxNoSpaceError,
 )
 
 from ._plain_http import PlainHttp
@@ -155,14 +156,28 @@ def _says_not_found(error: EnvdError) -> bool:
     return error.status == 502 and "not found" in str(error).lower()
 
 
-def _mapped(error: EnvdError, path: str) -> SandboxError:
-    """File-level errors as the library's own types."""
+def _mapped(error: EnvdError, path: str) -> SandboxError | None:
+    """File-level errors as the library's own types; None when ``error`` has none.
+
+    None rather than ``error`` itself: ``raise error from error`` would make the error its
+    own cause, and a walk down the chain of causes would never end.
+    """
     if error.status == 404 or error.code == "not_found":
         return SandboxFileNotFoundError(f"no such file or directory in the sandbox: {path}")
     text = str(error).lower()
     if error.status == 400 and "directory" in text:
         return SandboxIsADirectoryError(f"is a directory: {path}")
-    return error
+    if error.status == 507:
+        return SandboxNoSpaceError(f"no space left in the sandbox writing {path}: {error}")
+    return None
+
+
+def _raise_mapped(error: EnvdError, path: str) -> NoReturn:
+    """Raise ``error`` as :func:`_mapped` types it, chained to it, or ``error`` unchanged."""
+    mapped = _mapped(error, path)
+    if mapped is None:
+        raise error
+    raise mapped from error
 
 
 def _envelope(message: dict[str, Any]) -> bytes:
@@ -190,6 +205,7 @@ class EnvdClient:
         compress: bool = True,
         plain_hot_path: bool = False,
         alive: Callable[[], bool] | None = None,
+        responsive: Callable[[], bool] | None = None,
     ) -> None:
         self.sandbox_id = sandbox_id
         self._alive = alive
@@ -213,7 +229,13 @@ class EnvdClient:
         self._plain: PlainHttp | None = None
         target = httpx.URL(base_url)
         if plain_hot_path and target.scheme == "http" and target.port:
-            self._plain = PlainHttp(target.host, target.port, timeout=request_timeout, alive=alive)
+            self._plain = PlainHttp(
+                target.host,
+                target.port,
+                timeout=request_timeout,
+                alive=alive,
+                responsive=responsive,
+            )
 
     @property
     def token(self) -> str | None:
@@ -311,7 +333,7 @@ class EnvdClient:
                 "filesystem.Filesystem", "ListDir", {"path": path, "depth": 1}, f"list {path}"
             )
         except EnvdError as exc:
-            raise _mapped(exc, path) from exc
+            _raise_mapped(exc, path)
         entries = answer.get("entries") or []
         return [entry for entry in entries if isinstance(entry, dict)]
 
@@ -374,7 +396,7 @@ class EnvdClient:
         try:
             data: bytes = self._retried(call, f"read {path}")
         except EnvdError as exc:
-            raise _mapped(exc, path) from exc
+            _raise_mapped(exc, path)
         return data
 
     def read_into(self, path: str, sink: BinaryIO) -> None:
@@ -408,7 +430,7 @@ class EnvdClient:
                 retry_after=_retry_after,
             )
         except EnvdError as exc:
-            raise _mapped(exc, path) from exc
+            _raise_mapped(exc, path)
 
     def write(self, path: str, data: bytes) -> None:
         """Create or replace a file (parents created); repeating it gives the same file."""
@@ -449,7 +471,7 @@ class EnvdClient:
         try:
             self._retried(call, what)
         except EnvdError as exc:
-            raise _mapped(exc, path) from exc
+            _raise_mapped(exc, path)
 
     def _plain_call(
         self, method: str, target: str, body: bytes | None, headers: dict[str, str], what: str

@@ -58,7 +58,9 @@ from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
+    agent_can_run,
     agent_directory,
+    agent_state_command,
     restart_command,
 )
 from sandbox_runtime.errors import (
@@ -313,6 +315,7 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
             kill_command=lambda token: self._kill_carriers(container, token),
             restart=lambda: self._restart_agent(container, token),
+            agent_running=lambda: self._agent_running(container),
         )
         link.start(lambda: self._put_owned(container, agent_archive(token, self._agent_dir)))
         return link
@@ -322,6 +325,21 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         self._put_owned(container, agent_archive(token, self._agent_dir))
         exec_id = self._api.exec_create(container, restart_command(self._agent_dir), user="")["Id"]
         self._api.exec_start(exec_id, detach=True)
+
+    def _agent_running(self, container: str) -> bool:
+        """Whether the agent's process can run, read by the engine's own exec (see AgentLink).
+
+        False only when the process is provably stopped or dead; an answer that cannot be
+        read (no pid file yet, an engine error) says True, leaving the wait to its timeout.
+        """
+        try:
+            command = agent_state_command(self._agent_dir)
+            exec_id = self._api.exec_create(container, command, user="root")["Id"]
+            output = self._api.exec_start(exec_id)
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return True
+        text = output.decode(errors="replace") if isinstance(output, bytes) else ""
+        return agent_can_run(text.strip())
 
     def _put_owned(self, container: str, data: bytes) -> None:
         """Extract ``data`` at ``/``, every file owned by the container's user.
