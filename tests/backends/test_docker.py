@@ -23,6 +23,7 @@ from sandbox_runtime import (
     SandboxStartError,
 )
 from sandbox_runtime._core import ownership
+from sandbox_runtime._core.config import DEFAULT_PIDS
 from sandbox_runtime.backends.docker import _client as docker_backend
 from sandbox_runtime.cli import main as cli_main
 from tests.backends.fault_proxy import FaultProxy
@@ -99,6 +100,18 @@ def test_labels_resources_and_init(engine: Any, docker_image: str) -> None:
         assert "fork: retry: Resource temporarily unavailable" in fork.stderr
         container = sandbox.id
     assert not _exists(engine, container)
+
+
+def test_a_sandbox_has_a_process_limit_by_default(engine: Any, docker_image: str) -> None:
+    """A fork bomb in a sandbox without a limit is the host's problem: 4096 unless told."""
+    config = SandboxConfig(backend="docker", image=docker_image, lifetime=120)
+    with SandboxRuntime(config) as sandbox:
+        assert engine.inspect_container(sandbox.id)["HostConfig"]["PidsLimit"] == DEFAULT_PIDS
+    unlimited = SandboxConfig(
+        backend="docker", image=docker_image, lifetime=120, resources={"pids": None}
+    )
+    with SandboxRuntime(unlimited) as sandbox:
+        assert engine.inspect_container(sandbox.id)["HostConfig"]["PidsLimit"] in (None, 0, -1)
 
 
 def test_close_twice_and_exec_after_external_removal(engine: Any, docker_image: str) -> None:

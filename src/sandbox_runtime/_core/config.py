@@ -82,6 +82,10 @@ Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 Bytes = Annotated[int, BeforeValidator(parse_memory), Field(gt=0)]
 
 
+#: The process limit a sandbox gets unless its config says otherwise (``Resources.pids``).
+DEFAULT_PIDS = 4096
+
+
 class Resources(BaseModel):
     """Resource limits; a backend applies those it can and documents the rest."""
 
@@ -91,8 +95,12 @@ class Resources(BaseModel):
     """CPU cores the sandbox may use (fractions allowed)."""
     memory: Bytes | None = None
     """Memory limit in bytes; strings such as ``"512m"`` or ``"2Gi"`` are accepted."""
-    pids: int | None = Field(default=None, gt=0)
-    """Maximum number of processes, a guard against fork bombs."""
+    pids: int | None = Field(default=DEFAULT_PIDS, gt=0)
+    """Maximum number of processes, a guard against fork bombs; ``None`` for no limit.
+
+    On by default: a fork bomb in a sandbox without one is the host's problem (docker:
+    the engine's ``PidsLimit``; backends that cannot set it say so in docs/backends.md).
+    4096 is far above what test suites spawn (hundreds) and far below what hurts a host."""
 
 
 class BackendOptions(BaseModel):

@@ -54,7 +54,9 @@ from sandbox_runtime.backend_kit.agent import (
     AgentLink,
     AgentRouting,
     agent_archive,
+    agent_can_run,
     agent_directory,
+    agent_state_command,
     fallback_directory,
 )
 from sandbox_runtime.errors import (
@@ -374,6 +376,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             wait=self.options.agent_wait,
             image=f"{self.name}|{self.engine_key(self.options)}|{self.config.image}",
             kill_command=self._kill_carriers,
+            agent_running=self._agent_running,
         )
         link.start(lambda: self._put_agent(token))
         return link
@@ -682,6 +685,17 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     def _kill_carriers(self, token: str) -> None:
         """SIGKILL, by an exec of its own, every process carrying a command's ``token``."""
         self._exec_argv(kill_group_script(token), None, time.monotonic() + 30, _small_buffers())
+
+    def _agent_running(self) -> bool:
+        """Whether the agent's process can run, read by a native exec (see AgentLink)."""
+        request = ExecRequest(
+            command=tuple(agent_state_command(self._agent_dir)), cwd="/", timeout=30
+        )
+        try:
+            result = self._native_exec(request)
+        except SandboxError:
+            return True  # cannot tell: the wait decides
+        return result.exit_code != 0 or agent_can_run(result.stdout.strip())
 
     # -- files -------------------------------------------------------------------------------
 
