@@ -255,6 +255,27 @@ def test_a_single_sparse_file_download_lands_sparse(tmp_path: Path) -> None:
     assert _allocated(tmp_path / "copy") < 1 << 20
 
 
+def test_a_file_that_is_all_hole_round_trips(tmp_path: Path) -> None:
+    """``truncate -s 1M`` and nothing written: once a raw ``tarfile.ReadError`` on local."""
+    source = tmp_path / "src"
+    source.mkdir()
+    with (source / "hole").open("wb") as handle:
+        handle.truncate(1 << 20)
+    spool = tmp_path / "spool.tar"
+    with spool.open("wb") as sink:
+        _archive.write_tree(sink, str(source), "src")
+    with spool.open("rb") as packed:
+        _archive.extract(packed, tmp_path / "out", strip_top="src")
+    landed = tmp_path / "out" / "hole"
+    assert landed.read_bytes() == bytes(1 << 20)
+    assert _allocated(landed) < 1 << 20
+    if _gnu_tar():  # GNU tar reads the member back with its size
+        listing = subprocess.run(
+            ["tar", "-tvf", str(spool)], check=True, capture_output=True, text=True
+        ).stdout
+        assert str(1 << 20) in listing
+
+
 # -- the upload builder ----------------------------------------------------------------------
 
 

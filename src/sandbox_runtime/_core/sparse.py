@@ -101,6 +101,9 @@ class _SegmentReader(io.RawIOBase):
                 piece, self._head = self._head[:wanted], self._head[wanted:]
             else:
                 start, length = self._segments[0]
+                if length == 0:  # the marker segment of a file that is all hole
+                    self._segments.pop(0)
+                    continue
                 piece = os.pread(self._descriptor, min(wanted, length), start)
                 if not piece:
                     raise SandboxError("a sparse file shrank while it was packed")
@@ -137,6 +140,10 @@ class SparseWriter(tarfile.TarFile):
         if segments is None:
             super().addfile(tarinfo, fileobj)
             return
+        if not segments:
+            # All hole: as GNU tar does, one empty segment at the end.  With no segment at
+            # all, readers take the member for a plain one and look for data never stored.
+            segments = [(tarinfo.size, 0)]
         head = _sparse_map(segments)
         stored = len(head) + sum(length for _start, length in segments)
         if stored > _USTAR_SIZE_LIMIT:  # a PAX "size" would override the real size on reading

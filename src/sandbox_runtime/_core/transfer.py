@@ -147,8 +147,9 @@ def copy_out(backend: Primitives, source: str, host: Path) -> None:
     temporary file: nothing is staged on the sandbox's disk, so a full ``/tmp`` in the
     sandbox blocks no download, and the client holds a few capped buffers, whatever the size.
     """
+    decode, argument = _path_argument(source)
     script = (
-        f'[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING}; {_SPARSE_IF_GNU}'
+        f'{decode}[ -e "$1" ] || [ -L "$1" ] || exit {_MISSING}; {_SPARSE_IF_GNU}'
         'exec tar $sparse -cf - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"'
     )
     with tempfile.TemporaryFile() as spool:
@@ -158,7 +159,7 @@ def copy_out(backend: Primitives, source: str, host: Path) -> None:
                 spool.write(data)
 
         request = ExecRequest(
-            command=("/bin/sh", "-c", script, "sh", source),
+            command=("/bin/sh", "-c", script, "sh", argument),
             cwd="/",
             timeout=3600,
             max_output_bytes=_DIAGNOSTIC_BYTES,
@@ -177,6 +178,21 @@ def copy_out(backend: Primitives, source: str, host: Path) -> None:
             )
         spool.seek(0)
         unpack(spool, source, host)
+
+
+def _path_argument(path: str) -> tuple[str, str]:
+    """How a script gets ``path`` as its ``$1``: a shell prefix and the argument to pass.
+
+    A name that is not UTF-8 (held as surrogate escapes) cannot cross an engine's JSON API
+    intact, so it travels as octal escapes that the sandbox's ``printf`` turns back into the
+    exact bytes (an ``x`` kept at the end so that a trailing newline survives ``$(...)``).
+    """
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        octal = "".join(f"\\{byte:03o}" for byte in os.fsencode(path))
+        return 'set -- "$(printf "$1"x)"; set -- "${1%x}"; ', octal
+    return "", path
 
 
 def _changed_while_read(result: ExecResult) -> bool:

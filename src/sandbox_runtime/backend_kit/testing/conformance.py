@@ -447,6 +447,25 @@ class SandboxConformance(CheckpointConformance, LeaseConformance):
             sandbox.download("evil-link", tmp_path / "copy")
         assert not (tmp_path / "copy").exists()
 
+    def test_download_of_odd_files_arrives_whole(
+        self, sandbox: SandboxRuntime, tmp_path: Path
+    ) -> None:
+        # A file that is all hole (no data at all), and a name that is not UTF-8, both
+        # alone and in a tree.  Once a raw tarfile.ReadError on local, and "no such file"
+        # on the native docker path (the name mangled crossing the engine's JSON API).
+        sandbox.exec(
+            "mkdir -p odd && truncate -s 1M odd/hole && printf x > \"odd/$(printf 'n\\377me')\"",
+            check=True,
+        )
+        odd_name = os.fsdecode(b"n\xffme")
+        sandbox.download("odd", tmp_path / "tree")
+        assert (tmp_path / "tree" / "hole").read_bytes() == bytes(1 << 20)
+        assert (tmp_path / "tree" / odd_name).read_bytes() == b"x"
+        sandbox.download(f"odd/{odd_name}", tmp_path / "single")
+        assert (tmp_path / "single").read_bytes() == b"x"
+        sandbox.download("odd/hole", tmp_path / "hole")
+        assert (tmp_path / "hole").stat().st_size == 1 << 20
+
     def test_download_attack_corpus_escapes_nothing_and_never_hangs(
         self, sandbox: SandboxRuntime, tmp_path: Path
     ) -> None:

@@ -263,7 +263,9 @@ class LocalBackend(Backend[LocalOptions]):
             problem = Bubblewrap.problem(self.options.bwrap_path)
             if problem:
                 raise BackendUnavailableError(f"local backend, namespace isolation: {problem}")
-        limits = self.config.resources.model_dump(exclude_none=True)
+        resources = self.config.resources
+        # Only the limits the config asked for: the default process limit is no request.
+        limits = resources.model_dump(include=resources.model_fields_set, exclude_none=True)
         if limits:
             # Said, not silently dropped: a run sized for docker should know it got no limits.
             logger.warning(
