@@ -695,8 +695,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             labels = summary.get("Labels") or {}
             state = summary.get("State")
             reason = why_reapable(labels)
-            if reason == "expired" and state == "running":
-                # Past its label's end yet running: extended, unless its lease says so too.
+            if reason == "expired" and state in ("running", "paused"):
+                # Past its label's end yet running (or paused): extended, unless its lease
+                # says so too.
                 reason = why_reapable(
                     labels, expires_at=_lease.leased_end(api, str(summary["Id"]), labels)
                 )
