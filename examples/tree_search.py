@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_runtime import ForkResult, SandboxRuntime, delete_checkpoint
+from sandbox_runtime import Checkpoint, ForkResult, SandboxRuntime, delete_checkpoint
 from sandbox_runtime.swe import Task, read_rows
 from sandbox_runtime.swe.dataset import load_rows
 from sandbox_runtime.swe.grading import grade
@@ -83,32 +83,39 @@ def explore(task: Task, sandbox: SandboxRuntime) -> None:
 
 
 def search_by_rollback(
-    task: Task, sandbox: SandboxRuntime, options: list[Continuation], timings: dict[str, float]
+    task: Task,
+    sandbox: SandboxRuntime,
+    options: list[Continuation],
+    timings: dict[str, float],
+    made: list[Checkpoint],
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Try each continuation in ``sandbox``, rolling back to the checkpoint before each."""
+    """Try each continuation in ``sandbox``, rolling back to the checkpoint before each.
+
+    Every checkpoint taken is appended to ``made``, for the caller to delete once the
+    sandbox is closed: a checkpoint in use cannot be deleted everywhere (docker: the sandbox
+    runs a container of the one it rolled back to, and each checkpoint is a child image of
+    the one before).
+    """
     began = time.monotonic()
     start = sandbox.checkpoint(labels={"example": "tree-search"})
+    made.append(start)
     timings["checkpoint"] = time.monotonic() - began
     tried: list[dict[str, Any]] = []
     kept = None
-    try:
-        for index, option in enumerate(options):
-            if index:
-                began = time.monotonic()
-                sandbox.rollback(start)
-                timings[f"rollback_{index}"] = time.monotonic() - began
-            option.act(sandbox)
-            after = sandbox.checkpoint(labels={"example": "tree-search"})  # before the tests
-            graded = grade(task, sandbox)
-            tried.append({"name": option.name, "reward": graded.reward, "reason": graded.reason})
-            if graded.reward == 1.0:
-                kept = option.name
-                sandbox.rollback(after)  # the kept state, without what the tests left behind
-                delete_checkpoint(after, options=sandbox.config.options)
-                break
-            delete_checkpoint(after, options=sandbox.config.options)
-    finally:
-        delete_checkpoint(start, options=sandbox.config.options)
+    for index, option in enumerate(options):
+        if index:
+            began = time.monotonic()
+            sandbox.rollback(start)
+            timings[f"rollback_{index}"] = time.monotonic() - began
+        option.act(sandbox)
+        after = sandbox.checkpoint(labels={"example": "tree-search"})  # before the tests
+        made.append(after)
+        graded = grade(task, sandbox)
+        tried.append({"name": option.name, "reward": graded.reward, "reason": graded.reason})
+        if graded.reward == 1.0:
+            kept = option.name
+            sandbox.rollback(after)  # the kept state, without what the tests left behind
+            break
     return tried, kept
 
 
@@ -170,16 +177,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         task, RunOptions(backend=args.backend, backend_options=backend_options)
     )
     timings: dict[str, float] = {}
-    with SandboxRuntime(config) as sandbox:
-        prepare(task, sandbox)
-        sandbox.base_commit(refresh=True)
-        explore(task, sandbox)
-        options = continuations(task)
-        if args.mode == "rollback":
-            tried, kept = search_by_rollback(task, sandbox, options, timings)
-            patch = sandbox.diff()
-        else:
-            tried, kept, patch = search_by_fork(task, sandbox, options, timings)
+    made: list[Checkpoint] = []
+    try:
+        with SandboxRuntime(config) as sandbox:
+            prepare(task, sandbox)
+            sandbox.base_commit(refresh=True)
+            explore(task, sandbox)
+            options = continuations(task)
+            if args.mode == "rollback":
+                tried, kept = search_by_rollback(task, sandbox, options, timings, made)
+                patch = sandbox.diff()
+            else:
+                tried, kept, patch = search_by_fork(task, sandbox, options, timings)
+    finally:
+        for checkpoint in reversed(made):  # newest first: nothing uses them any more
+            delete_checkpoint(checkpoint, options=config.options)
     document = {
         "task": task.task_id,
         "backend": args.backend,

@@ -16,7 +16,12 @@ the built-in backends (:mod:`sandbox_runtime.backends`) and the command line
 (:mod:`sandbox_runtime.cli`) sit on top.  Everything in ``_``-prefixed packages is private.
 """
 
-from sandbox_runtime._core.aio import AsyncCommandHandle, AsyncSandboxPool, AsyncSandboxRuntime
+from sandbox_runtime._core.aio import (
+    AsyncCommandHandle,
+    AsyncForkResult,
+    AsyncSandboxPool,
+    AsyncSandboxRuntime,
+)
 from sandbox_runtime._core.backend import (
     Availability,
     Capability,
@@ -69,6 +74,7 @@ __version__ = "0.1.0"
 __all__ = [
     "TIMEOUT_EXIT_CODE",
     "AsyncCommandHandle",
+    "AsyncForkResult",
     "AsyncSandboxPool",
     "AsyncSandboxRuntime",
     "Availability",

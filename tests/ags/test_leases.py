@@ -47,6 +47,11 @@ def test_extend_and_set_lifetime_move_the_instances_timeout(
             sandbox.extend(25 * 3600)  # AGS's own cap: 24 h from the start
         assert abs(instance.expires - end) < 3, "a refused extension changes nothing"
         assert sandbox.exec("echo alive").stdout == "alive\n"
+        # AGS sets 30 s for less: the end recorded is the one it set (once 10 s, while the
+        # instance answered 20 s past its expires_at).
+        end = sandbox.set_lifetime(10)
+        assert end == pytest.approx(time.time() + 30, abs=3)
+        assert abs(instance.expires - end) < 3
 
 
 def test_the_callers_cap_is_refused_before_any_call(emulator: AgsEmulator) -> None:

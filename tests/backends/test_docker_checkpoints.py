@@ -10,6 +10,7 @@ import pytest
 
 from sandbox_runtime import (
     BackendError,
+    CheckpointNotFoundError,
     SandboxRuntime,
     delete_checkpoint,
     list_checkpoints,
@@ -77,3 +78,14 @@ def test_a_paused_sandbox_closes_and_its_fork_checkpoint_goes_at_close() -> None
     assert not copy.is_alive()
     sandbox.close()
     assert not _image_exists(fork_checkpoints[0])
+
+
+def test_a_deleted_checkpoint_is_not_found_at_once() -> None:
+    """Once a registry pull of ``sha256:<id>``, retried, ending in ``ImagePullError``."""
+    with _sandbox() as sandbox:
+        checkpoint = sandbox.checkpoint()
+    delete_checkpoint(checkpoint)
+    began = time.monotonic()
+    (result,) = SandboxRuntime.from_checkpoint(checkpoint, backend="docker", image=DOCKER_IMAGE)
+    assert isinstance(result.error, CheckpointNotFoundError)
+    assert time.monotonic() - began < 5

@@ -9,6 +9,7 @@ answers, not a mock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,6 +150,59 @@ def test_prefetch_pulls_ahead_once_and_a_start_waits_for_it(
     assert waited > 0.3  # it really waited on the slow link
     assert set(refs) <= set(_ours_on_disk(engine, proxy.port))
     assert cache.prefetch(refs) == []  # present: nothing to do
+
+
+def test_the_budget_holds_from_the_first_pull_of_a_run(
+    link: Callable[..., ThrottledProxy], engine: Any, tmp_path: Path
+) -> None:
+    """No image of ours measured yet: the pulls in flight once reserved nothing, and four
+    pre-pulls at once overshot the budget by the images of unknown size."""
+    proxy = link()
+    budget = 2 * PAYLOAD + PAYLOAD // 2
+    options = _options(tmp_path, image_cache_budget=budget, prefetch_concurrency=4)
+    cache = DockerBackend._images(options)
+    refs = [f"127.0.0.1:{proxy.port}/swe/task:t{index:02d}" for index in range(8, 12)]
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(sum(_ours_on_disk(engine, proxy.port).values()))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        cache.prefetch(refs)
+        cache.wait_pulls(timeout=60)
+    finally:
+        done.set()
+        watcher.join()
+        proxy.close()
+    assert max(seen) <= budget, max(seen)
+    assert cache.pulls >= 2  # the budget was used: two fit
+
+
+def test_image_pin_zero_keeps_a_start_s_pull_through_its_create(
+    link: Callable[..., ThrottledProxy], engine: Any, tmp_path: Path
+) -> None:
+    """``image_pin: 0`` once let the eviction after a start's own pull remove the image
+    before its container was created ("No such image", not an ImagePullError)."""
+    proxy = link()
+    options = _options(tmp_path, image_cache_budget=PAYLOAD + PAYLOAD // 2, image_pin=0)
+    cache = DockerBackend._images(options)
+    first, second = (f"127.0.0.1:{proxy.port}/swe/task:t{index:02d}" for index in (12, 13))
+    made: list[str] = []
+    try:
+        for ref in (first, second):  # as the backend starts a sandbox: pin, pull, create
+            cache.starting(ref)
+            cache.ensure(ref)
+            made.append(engine.create_container(ref, command=["true"])["Id"])
+    finally:
+        for container in made:
+            engine.remove_container(container)
+        proxy.close()
+    assert len(made) == 2
 
 
 def test_delete_image_removes_only_what_we_pulled(

@@ -253,3 +253,25 @@ def test_pool_id_config_and_size_are_the_pool_s(tmp_path: Path) -> None:
                 assert [info.pool for info in listed if info.sandbox_id == sandbox.id] == [pool.id]
 
     asyncio.run(main())
+
+
+def test_fork_gives_awaitable_copies(tmp_path: Path) -> None:
+    """docs/checkpoints.md says "the same methods, awaited"; fork once returned synchronous
+    copies, whose calls would block the event loop."""
+
+    async def main() -> None:
+        async with AsyncSandboxRuntime(**_local(tmp_path)) as sandbox:
+            await sandbox.write_text("state.txt", "forked")
+            results = await sandbox.fork(2)
+            assert [result.index for result in results] == [0, 1]
+            for result in results:
+                assert result.ok
+                copy = result.unwrap()
+                assert isinstance(copy, AsyncSandboxRuntime)
+                try:
+                    assert await copy.read_text("state.txt") == "forked"
+                    assert copy.executor is sandbox.executor
+                finally:
+                    await copy.close()
+
+    asyncio.run(main())

@@ -105,3 +105,33 @@ def test_a_lease_renews_ahead_and_stops() -> None:
     count = len(renewals)
     time.sleep(1.5)
     assert len(renewals) == count, "renewed after stop()"
+
+
+def test_a_lease_with_a_floor_never_lands_past_its_cap() -> None:
+    """A backend that sets at least ``floor`` seconds (AGS: 30) once moved the end past the
+    cap with every renewal asked for less: lease 30, cap 70, the instance ended at 98 s.
+
+    Here scaled down ten times (lease 3, floor 3, cap 7): the service below sets the floor
+    for less, as AGS does, and the end it really set may never pass the cap.
+    """
+    floor, lease, cap = 3.0, 3.0, 7.0
+    start = time.time()
+    ends = [start + lease]
+
+    def renew(seconds: float) -> float:
+        ends.append(time.time() + max(seconds, floor))  # what the service really sets
+        return ends[-1]
+
+    keeper = KeepAlive(
+        renew=renew,
+        remaining=lambda: ends[-1] - time.time(),
+        lease=lease,
+        until=start + cap,
+        name="t",
+        floor=floor,
+    )
+    time.sleep(cap + 1.0)
+    keeper.stop()
+    assert len(ends) >= 2, "never renewed"
+    assert max(ends) <= start + cap + 0.5  # the renewal loop's own tick is the only slack
+    assert max(ends) >= start + cap - 1.5  # and it did reach (about) the cap

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from sandbox_runtime import SandboxConfig, SandboxRuntime, list_sandboxes
+from sandbox_runtime.backends.e2b import E2bBackend
 from sandbox_runtime.errors import BackendUnavailableError, ConfigError, SandboxError
 from tests.conftest import bwrap_problem, require
 
@@ -83,3 +89,52 @@ def test_a_refused_key_is_said_and_never_shown(emulator: AgsEmulator, tmp_path: 
     assert "API key was refused" in str(refused.value)
     for text in (str(refused.value), repr(refused.value), repr(config)):
         assert secret not in text
+
+
+_PAUSING_OWNER = textwrap.dedent(
+    """
+    import json, sys, time
+    from sandbox_runtime import SandboxRuntime
+    options = json.loads(sys.argv[1])
+    sandbox = SandboxRuntime(backend="e2b", workdir="/testbed", lifetime=600, options=options)
+    sandbox.start()
+    sandbox.pause()
+    print(sandbox.id, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_paused_sandbox_of_a_killed_owner_is_listed_and_reaped(
+    emulator: AgsEmulator, tmp_path: Path
+) -> None:
+    """Listing and reap asked only for ``state=running``: a paused sandbox whose owner died
+    was never reaped, and the service keeps paused sandboxes (billing) for weeks."""
+    options = {
+        "api_key": emulator.api_key,
+        "api_url": emulator.url,
+        "sandbox_url": emulator.url,
+        "template": emulator.default_tool.name,
+        "checkpoint_dir": str(tmp_path / "records"),
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _PAUSING_OWNER, json.dumps(options)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert owner.stdout is not None
+        sandbox_id = owner.stdout.readline().strip()
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    assert sandbox_id
+    listed = {info.sandbox_id for info in list_sandboxes("e2b", options=options)}
+    assert sandbox_id in listed
+    reaped = E2bBackend.reap(E2bBackend.options_model.model_validate(options))
+    assert [item.reason for item in reaped if item.sandbox_id == sandbox_id] == [
+        f"owner process {owner.pid} is gone"
+    ]
+    assert sandbox_id not in {info.sandbox_id for info in list_sandboxes("e2b", options=options)}

@@ -79,6 +79,22 @@ def test_an_extended_sandbox_outlives_its_lifetime_and_reap_leaves_it(backend: s
         assert caught.value.cause == "expired"
 
 
+def test_a_paused_sandbox_is_judged_by_its_lease_like_a_running_one() -> None:
+    """Once the lease was read by an exec, which a paused container refuses: reap then took a
+    paused sandbox with a live lease and a living owner as expired."""
+    with SandboxRuntime(lifetime=3, **_fields("docker")) as sandbox:
+        first = sandbox.expires_at
+        assert first is not None
+        sandbox.extend(60)
+        sandbox.pause()
+        try:
+            time.sleep(max(0.0, first + 1.5 - time.time()))  # past the label's end
+            assert sandbox.id not in _reaped_ids(sandbox), "reap took a paused, leased sandbox"
+        finally:
+            sandbox.resume()
+        assert sandbox.exec("echo back").stdout == "back\n"
+
+
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_set_lifetime_shortens_the_end(backend: str) -> None:
     with SandboxRuntime(lifetime=600, **_fields(backend)) as sandbox:

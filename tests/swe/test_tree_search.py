@@ -9,14 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_runtime import list_checkpoints
+from tests.conftest import docker_problem, require
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tree_search.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["rollback", "fork"])
-def test_tree_search_keeps_the_continuation_whose_tests_pass(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "mode"), [("local", "rollback"), ("local", "fork"), ("docker", "rollback")]
+)
+def test_tree_search_keeps_the_continuation_whose_tests_pass(
+    tmp_path: Path, backend: str, mode: str
+) -> None:
+    """On docker, rollback once crashed deleting a checkpoint its sandbox still ran."""
+    if backend == "docker":
+        require(docker_problem())
+    where = ["--base-dir", str(tmp_path)] if backend == "local" else []
+    before = _example_checkpoints(backend)
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--mode", mode, "--base-dir", str(tmp_path)],
+        [sys.executable, str(EXAMPLE), "--backend", backend, "--mode", mode, *where],
         capture_output=True,
         text=True,
         timeout=300,
@@ -44,3 +56,11 @@ def test_tree_search_keeps_the_continuation_whose_tests_pass(tmp_path: Path, mod
         assert set(document["timings"]) == {"fork"}
     # Every checkpoint the search took is deleted, and every sandbox is gone.
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("ckpt-", "sbx-"))] == []
+    assert _example_checkpoints(backend) <= before
+
+
+def _example_checkpoints(backend: str) -> set[str]:
+    """The example's checkpoints the engine holds (docker; local's live under tmp_path)."""
+    if backend != "docker":
+        return set()
+    return {item.id for item in list_checkpoints("docker", labels={"example": "tree-search"})}

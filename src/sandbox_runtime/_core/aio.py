@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from sandbox_runtime._core.usage import SandboxUsage
 __all__ = [
     "DEFAULT_MAX_WORKERS",
     "AsyncCommandHandle",
+    "AsyncForkResult",
     "AsyncLease",
     "AsyncSandboxPool",
     "AsyncSandboxRuntime",
@@ -141,6 +143,34 @@ class AsyncCommandHandle:
 
     def __repr__(self) -> str:
         return f"Async{self._handle!r}"
+
+
+@dataclass(frozen=True)
+class AsyncForkResult:
+    """One copy of an awaited fork: :class:`ForkResult` with an awaitable ``sandbox``."""
+
+    index: int
+    sandbox: AsyncSandboxRuntime | None = None
+    error: BaseException | None = None
+
+    @classmethod
+    def of(cls, result: ForkResult, executor: Executor | None) -> AsyncForkResult:
+        """``result``'s copy behind the async facade, in ``executor``."""
+        started = result.sandbox
+        facade = None if started is None else AsyncSandboxRuntime.wrap(started, executor=executor)
+        return cls(result.index, facade, result.error)
+
+    @property
+    def ok(self) -> bool:
+        """True when this copy started."""
+        return self.sandbox is not None
+
+    def unwrap(self) -> AsyncSandboxRuntime:
+        """The started sandbox, or this copy's error raised."""
+        if self.sandbox is None:
+            assert self.error is not None
+            raise self.error
+        return self.sandbox
 
 
 class AsyncSandboxRuntime:
@@ -441,18 +471,20 @@ class AsyncSandboxRuntime:
         """Bring this sandbox back to ``checkpoint``."""
         await self._run(self._sync.rollback, checkpoint)
 
-    async def fork(self, n: int = 1, **overrides: Any) -> list[ForkResult]:
-        """``n`` started copies; each result's ``sandbox`` is synchronous (wrap it to await)."""
-        return await self._run(self._sync.fork, n, **overrides)
+    async def fork(self, n: int = 1, **overrides: Any) -> list[AsyncForkResult]:
+        """``n`` started copies, each awaitable like this sandbox (in its executor)."""
+        results = await self._run(self._sync.fork, n, **overrides)
+        return [AsyncForkResult.of(result, self._executor) for result in results]
 
     @classmethod
     async def from_checkpoint(
         cls, checkpoint: Checkpoint, *, n: int = 1, executor: Executor | None = None, **fields: Any
-    ) -> list[ForkResult]:
+    ) -> list[AsyncForkResult]:
         """``n`` sandboxes started from ``checkpoint`` (``SandboxRuntime.from_checkpoint``)."""
-        return await _in_executor(
+        results = await _in_executor(
             executor, SandboxRuntime.from_checkpoint, checkpoint, n=n, **fields
         )
+        return [AsyncForkResult.of(result, executor) for result in results]
 
     async def pause(self) -> None:
         """Stop running the sandbox until :meth:`resume`."""

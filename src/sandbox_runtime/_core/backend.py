@@ -179,6 +179,11 @@ class Backend(abc.ABC, Generic[OptionsT]):
     #: How many sandboxes may start at once on one engine in this process (``None``: no
     #: bound); the rest wait their turn (``sandbox_runtime._core.limits``).
     max_concurrent_starts: ClassVar[int | None] = None
+    #: The shortest lifetime :meth:`set_expiry` can set, in seconds: a service that refuses
+    #: less (AGS: 30 s) sets this much for a shorter request.  The runtime records the end
+    #: the service really sets, and a lease plans its renewals so that none lands past its
+    #: cap (``sandbox_runtime._core.keepalive``).
+    min_lifetime: ClassVar[float] = 0.0
 
     def __init__(self, config: SandboxConfig, options: OptionsT) -> None:
         self.config = config

@@ -40,16 +40,19 @@ class KeepAlive:
         lease: float,
         until: float | None,
         name: str,
+        floor: float = 0.0,
     ) -> None:
         """Start renewing.
 
         ``renew(seconds)`` sets the lifetime to ``seconds`` from now and returns the new end;
-        ``remaining()`` is the seconds left; ``until`` is the caller's cap (epoch seconds).
+        ``remaining()`` is the seconds left; ``until`` is the caller's cap (epoch seconds);
+        ``floor`` the shortest lifetime the backend can set (``Backend.min_lifetime``).
         """
         if lease <= 0:
             raise ValueError(f"lease must be positive, got {lease}")
         self.lease = lease
         self.until = until
+        self.floor = floor
         self.renewals = 0
         self._renew = renew
         self._remaining = remaining
@@ -80,11 +83,20 @@ class KeepAlive:
         self.stop()
 
     def _next_lifetime(self) -> float | None:
-        """The lifetime to renew to now, or ``None`` when the cap is reached."""
+        """The lifetime to renew to now, or ``None`` when no renewal may be asked for.
+
+        Never past the cap: a backend that cannot set less than ``floor`` would move the
+        end past it by a renewal asked for less.  So once the cap is within a lease and a
+        floor, the renewal goes straight to the cap (a little over a lease, at most a floor
+        more), and when less than a floor is left, nothing more is asked: the end already
+        set is at the cap or before it; nor once the end is at the cap.
+        """
         if self.until is None:
             return self.lease
         left = self.until - time.time()
-        return min(self.lease, left) if left > 1 else None
+        if left < max(self.floor, 1.0) or left - self._remaining() < 1.0:
+            return None  # too close to ask, or the end is at the cap already
+        return left if left <= self.lease + self.floor else self.lease
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -104,8 +116,11 @@ class KeepAlive:
         except SandboxGoneError:
             return False
         except LifetimeCapError as exc:
+            last = exc.cap_at - time.time()
+            if last < max(self.floor, 1.0):
+                return False  # a renewal for less would be set to the floor: past the cap
             try:
-                self._renew(max(exc.cap_at - time.time(), 1.0))
+                self._renew(last)
             except SandboxError as final:
                 logger.warning("lease: the last renewal, to the cap, failed: %s", final)
             return False

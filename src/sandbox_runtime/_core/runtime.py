@@ -308,7 +308,8 @@ class SandboxRuntime:
         clock = self._clock
         assert clock is not None
         with clock.moving:
-            end = new_end(clock)
+            # A service with a shortest lifetime sets that much for less: record its end.
+            end = max(new_end(clock), time.time() + backend.min_lifetime)
             with self._meter.call():
                 try:
                     backend.set_expiry(end)
@@ -325,7 +326,7 @@ class SandboxRuntime:
         stops when the sandbox closes or the process dies, and the sandbox then ends within
         ``lease`` seconds (docs/leases.md).
         """
-        self._require(Capability.EXTEND_LIFETIME, while_paused=True)
+        backend = self._require(Capability.EXTEND_LIFETIME, while_paused=True)
         clock = self._clock
         assert clock is not None
         keeper = KeepAlive(
@@ -334,6 +335,7 @@ class SandboxRuntime:
             lease=lease,
             until=None if cap is None else time.time() + cap,
             name=self.id,
+            floor=backend.min_lifetime,
         )
         self._keepers.append(keeper)
         return keeper

@@ -199,17 +199,24 @@ class E2bApi:
         return self._grant(response.json())
 
     def list_running(
-        self, metadata: Mapping[str, str], ends: dict[str, float] | None = None
+        self,
+        metadata: Mapping[str, str],
+        ends: dict[str, float] | None = None,
+        *,
+        paused: bool = False,
     ) -> list[tuple[str, dict[str, str]]]:
         """``(sandbox id, metadata)`` of every running sandbox carrying ``metadata``.
 
         ``ends``, when given, receives each sandbox's ``endAt`` (epoch seconds): its end as
-        extended, which its metadata (fixed at create) does not follow.
+        extended, which its metadata (fixed at create) does not follow.  ``paused`` lists
+        paused sandboxes too: the service keeps them for weeks, billing, so listing and
+        reaping must see them.
         """
         found: list[tuple[str, dict[str, str]]] = []
         token = ""
+        states = "running,paused" if paused else "running"
         while True:
-            query = {"metadata": urlencode(metadata), "state": "running", "limit": _PAGE}
+            query = {"metadata": urlencode(metadata), "state": states, "limit": _PAGE}
             if token:
                 query["nextToken"] = token
             response = self._call("GET", f"/v2/sandboxes?{urlencode(query)}", idempotent=True)

@@ -107,6 +107,7 @@ class AgsBackend(EnvdDataPlane, Backend[AgsOptions]):
     capabilities = frozenset(
         {Capability.RECONNECT, Capability.STREAMING, Capability.EXTEND_LIFETIME}
     )
+    min_lifetime = float(_lease.MIN_TIMEOUT_S)
     #: What the cloud control plane adds (snapshots; docs/checkpoints.md).
     _CLOUD_CHECKPOINTS = frozenset({Capability.CHECKPOINT_FILESYSTEM, Capability.FORK})
     #: What ``memory_snapshots`` adds on the cloud control plane.

@@ -508,7 +508,13 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         return _checkpoints.commit(self._api, self._container_id(), stored)
 
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Start a container of the checkpoint's image (the agent too, as for any start)."""
+        """Start a container of the checkpoint's image (the agent too, as for any start).
+
+        The image is looked up first: a checkpoint is never pulled, so a deleted one is
+        :class:`CheckpointNotFoundError` at once, not a registry pull of ``sha256:...``
+        retried into an ``ImagePullError``.
+        """
+        _checkpoints.require(self._api, checkpoint.id)
         self.config = self.config.model_copy(update={"image": checkpoint.id})
         self.start()
 
@@ -713,8 +719,9 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             labels = summary.get("Labels") or {}
             state = summary.get("State")
             reason = why_reapable(labels)
-            if reason == "expired" and state == "running":
-                # Past its label's end yet running: extended, unless its lease says so too.
+            if reason == "expired" and state in ("running", "paused"):
+                # Past its label's end yet running (or paused): extended, unless its lease
+                # says so too.
                 reason = why_reapable(
                     labels, expires_at=_lease.leased_end(api, str(summary["Id"]), labels)
                 )

@@ -20,7 +20,7 @@ from sandbox_runtime.errors import BackendError, CheckpointNotFoundError, Config
 
 from ._client import docker, explain, requests, status_code
 
-__all__ = ["REPOSITORY", "commit", "delete", "listing", "reap"]
+__all__ = ["REPOSITORY", "commit", "delete", "listing", "reap", "require"]
 
 logger = logging.getLogger("sandbox_runtime.docker")
 
@@ -90,6 +90,16 @@ def listing(api: Any, backend_label: str, backend: str) -> list[Checkpoint]:
         )
         for item in found
     ]
+
+
+def require(api: Any, image_id: str) -> None:
+    """Raise :class:`CheckpointNotFoundError` unless ``image_id`` is on the engine."""
+    try:
+        api.inspect_image(image_id)
+    except docker.errors.ImageNotFound as exc:
+        raise CheckpointNotFoundError(f"no docker checkpoint {image_id!r}") from exc
+    except _ERRORS as exc:
+        raise BackendError(f"cannot inspect image {image_id!r}: {explain(exc)}") from exc
 
 
 def delete(api: Any, image_id: str) -> None:

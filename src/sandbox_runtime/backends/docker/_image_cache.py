@@ -36,6 +36,10 @@ __all__ = ["ImageCache", "image_cache", "normalize"]
 
 logger = logging.getLogger("sandbox_runtime.docker")
 
+#: Seconds an image a start needs is kept from eviction, at least, until its container
+#: exists (a container protects its image from then on).
+CREATE_PIN = 120.0
+
 
 def normalize(image: str) -> str:
     """``image`` as the engine lists it in ``RepoTags`` (``:latest`` added, no ``docker.io``)."""
@@ -81,6 +85,7 @@ class ImageCache:
         self._lock = threading.Lock()
         self._evict_lock = threading.Lock()
         self._room_lock = threading.Lock()
+        self._room_changed = threading.Condition(self._room_lock)
         self._pulling = 0
         self._largest = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -133,10 +138,15 @@ class ImageCache:
 
         An image's size is known only once pulled, so each pull in flight reserves the
         largest image of ours seen so far; with that, the budget holds at every moment, not
-        only after each eviction, for task images of similar sizes.  A pre-pull without room
-        is declined; a start's pull (``demanded``) goes ahead (the overshoot is logged).
+        only after each eviction, for task images of similar sizes.  Before any image of
+        ours was measured (the start of a run) nothing is known to reserve, so a pre-pull
+        waits for the pull in flight to land and be measured: at most one image of unknown
+        size is ever pulled at once.  A pre-pull without room is declined; a start's pull
+        (``demanded``) goes ahead (the overshoot is logged).
         """
         with self._room_lock:
+            if self.budget is not None and not demanded:
+                self._room_changed.wait_for(lambda: self._largest > 0 or self._pulling == 0)
             reserve = self._largest * (self._pulling + 1)
             used = self.enforce(reserve=reserve)
             room = self.budget is None or used + reserve <= self.budget
@@ -155,7 +165,10 @@ class ImageCache:
         try:
             pull(self._api(), image)
             self.pulls += 1
-            self.record.pulled(key, pin_for=self.pin_seconds)
+            # A start's pull is kept at least until its container exists (image_pin 0 once
+            # let the eviction after this pull remove it first: "No such image").
+            pin = max(self.pin_seconds, CREATE_PIN) if demanded else self.pin_seconds
+            self.record.pulled(key, pin_for=pin)
         except BaseException as exc:
             with self._lock:
                 self._inflight.pop(key, None)
@@ -164,6 +177,9 @@ class ImageCache:
         finally:
             with self._room_lock:
                 self._pulling -= 1  # once recorded: from now on it counts as used
+                if self._largest == 0:
+                    self._measure_landed()
+                self._room_changed.notify_all()
         with self._lock:
             self._inflight.pop(key, None)
         try:
@@ -208,8 +224,12 @@ class ImageCache:
     # -- use and eviction ----------------------------------------------------------------
 
     def starting(self, image: str) -> None:
-        """A sandbox is being created from ``image``: keep it through the create."""
-        self.record.touch(normalize(image), pin_for=self.pin_seconds)
+        """A sandbox is being created from ``image``: keep it through the create.
+
+        At least :data:`CREATE_PIN` seconds, whatever ``image_pin`` says (its 0 means "not
+        ahead of need", never "evictable before its own create"); ``closed`` unpins it.
+        """
+        self.record.touch(normalize(image), pin_for=max(self.pin_seconds, CREATE_PIN))
 
     def closed(self, image: str, *, delete: bool) -> None:
         """A sandbox of ``image`` closed: note the use, then delete it or apply the budget."""
@@ -221,6 +241,11 @@ class ImageCache:
                 self._remove(key)
             return
         self.enforce()
+
+    def _measure_landed(self) -> None:
+        """Learn the size of the first image landed (for the reserve of the next pulls)."""
+        with contextlib.suppress(Exception):  # the next enforce measures it all the same
+            self.usage()
 
     def usage(self) -> tuple[int, dict[str, tuple[int, int]]]:
         """Bytes our images use, and each one's ``(own bytes, containers using it)``.

@@ -12,6 +12,8 @@ an extended sandbox is never taken as expired; its owner's death still makes it 
 from __future__ import annotations
 
 import contextlib
+import io
+import tarfile
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,18 +42,28 @@ def container_command(
 
 
 def leased_end(api: Any, container: str, labels: Mapping[str, str]) -> float | None:
-    """The end a running container's lease file names, or ``None`` when it has none."""
+    """The end a container's lease file names, or ``None`` when it has none.
+
+    Read through the engine's archive API, which answers for a paused container too (an
+    exec into one is refused): a paused sandbox keeps the lease it had, and ``reap`` must
+    judge it by the same rule as a running one.
+    """
     key = labels.get(LEASE_KEY_LABEL)
     if not key:
         return None
     try:
-        exec_id = api.exec_create(container, ["cat", lease_file(key)], user="")["Id"]
-        output = api.exec_start(exec_id)
+        stream, _stat = api.get_archive(container, lease_file(key))
+        data = b"".join(stream)
     except (docker.errors.DockerException, requests.exceptions.RequestException):
         return None
-    text = output.decode("ascii", "replace").strip() if isinstance(output, bytes) else ""
-    with contextlib.suppress(ValueError):
-        return float(text)
+    with (
+        contextlib.suppress(tarfile.TarError, ValueError),
+        tarfile.open(fileobj=io.BytesIO(data)) as archive,
+    ):
+        member = archive.next()
+        handle = archive.extractfile(member) if member is not None else None
+        if handle is not None:
+            return float(handle.read(64).decode("ascii", "replace").strip())
     return None
 
 

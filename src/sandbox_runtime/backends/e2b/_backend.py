@@ -150,10 +150,10 @@ class E2bBackend(EnvdDataPlane, Backend[E2bOptions]):
 
     @classmethod
     def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
-        """Running sandboxes carrying this library's metadata."""
+        """Running and paused sandboxes carrying this library's metadata."""
         _opts, api = cls._class_api(options)
         try:
-            running = api.list_running({MANAGED: "true"})
+            running = api.list_running({MANAGED: "true"}, paused=True)
         finally:
             api.close()
         return [SandboxInfo.from_labels(cls.name, sid, meta) for sid, meta in running]
@@ -167,7 +167,10 @@ class E2bBackend(EnvdDataPlane, Backend[E2bOptions]):
         try:
             reaped = _checkpoints.store_for(opts).reap(cls.name, dry_run=dry_run)
             ends: dict[str, float] = {}
-            for sandbox_id, metadata in api.list_running({MANAGED: "true"}, ends):
+            # Paused ones too, by the same rules: a paused sandbox of a dead owner is kept
+            # (and billed) by the service for weeks otherwise.
+            listed = api.list_running({MANAGED: "true"}, ends, paused=True)
+            for sandbox_id, metadata in listed:
                 # The service's end follows an extension; the metadata keeps the first one.
                 reason = why_reapable(metadata, expires_at=ends.get(sandbox_id))
                 if reason is not None:
