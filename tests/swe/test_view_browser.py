@@ -123,7 +123,8 @@ def test_run_page_filters_keyboard_transcript_timeline(
         "start", "setup", "agent", "grading", "close"
     ]  # fmt: skip
     assert len(detail.find_elements("css selector", "#timeline rect.command")) == 2
-    assert "FAIL_TO_PASS" in detail.text and "PASS_TO_PASS" in detail.text
+    assert "FAIL_TO_PASS" in detail.text
+    assert "PASS_TO_PASS" in detail.text
     browser.execute_script("arguments[0].scrollIntoView()", detail)
     browser.save_screenshot(str(shots / "view-transcript.png"))
 
@@ -163,7 +164,8 @@ def test_two_runs_compared(browser: Any, tmp_path: Path, shots: Path) -> None:
         row.find_element("css selector", "td").text: row.text
         for row in browser.find_elements("css selector", "#compare-table tbody tr")
     }
-    assert "unresolved" in rows["pkg__resolved-1"] and "resolved" in rows["pkg__resolved-1"]
+    assert "unresolved" in rows["pkg__resolved-1"]
+    assert "resolved" in rows["pkg__resolved-1"]
     assert "SandboxStartError" in rows["pkg__infra-3"]
     assert "pkg__unresolved-2" not in rows  # the same outcome both times
     browser.save_screenshot(str(shots / "view-compare.png"))
@@ -181,9 +183,7 @@ def test_training_steps_plotted(browser: Any, tmp_path: Path, shots: Path) -> No
     assert len(lines) == len(modes)
     points = lines[0].get_attribute("points").split()
     assert len(points) == len(modes[0]["step_waits"])
-    browser.execute_script(
-        "arguments[0].scrollIntoView()", browser.find_element("id", "training")
-    )
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element("id", "training"))
     browser.save_screenshot(str(shots / "view-training.png"))
     assert console_problems(browser) == []
 
@@ -211,7 +211,8 @@ def test_ten_thousand_tasks_open_and_filter_in_time(browser: Any, tmp_path: Path
     count = browser.find_element("id", "count").text
     print(f"\n10,000 tasks ({page.stat().st_size / 1e6:.0f} MB page): opened in {opened:.2f}s, "
           f"a filter redraws in {filtered:.3f}s; load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    assert count.endswith("of 10000 tasks") and not count.startswith("0 ")
+    assert count.endswith("of 10000 tasks")
+    assert not count.startswith("0 ")
     assert opened < LARGE_OPEN_BUDGET
     assert filtered < LARGE_FILTER_BUDGET
     assert console_problems(browser) == []

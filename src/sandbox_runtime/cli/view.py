@@ -34,7 +34,9 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    view.add_argument("reports", nargs="+", type=Path, metavar="REPORT", help="one, or two to compare")
+    view.add_argument(
+        "reports", nargs="+", type=Path, metavar="REPORT", help="one, or two to compare"
+    )
     view.add_argument(
         "--trajectories",
         action="append",

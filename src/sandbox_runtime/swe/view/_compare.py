@@ -24,9 +24,7 @@ def _side(task: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def compare_runs(
-    before: Mapping[str, Any], after: Mapping[str, Any]
-) -> dict[str, Any]:
+def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """What changed from run ``before`` to run ``after`` (as :func:`load_run` returns them).
 
     Returns ``{"changed": [{key, before, after}], "same": N, "counts": {"a->b": N}}``: a

@@ -18,11 +18,17 @@ from typing import Any
 
 __all__ = ["data_json", "render_page"]
 
-_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def _asset(name: str) -> str:
-    return resources.files("sandbox_runtime.swe.view").joinpath("assets", name).read_text("utf-8")
+    return resources.files("sandbox_runtime.swe.view").joinpath("assets").joinpath(name).read_text("utf-8")
 
 
 def data_json(data: Any) -> str:

@@ -16,7 +16,9 @@ from sandbox_runtime.swe.view._html import data_json, render_page
 __all__ = ["make_server"]
 
 
-def make_server(data: dict[str, Any], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def make_server(
+    data: dict[str, Any], host: str = "127.0.0.1", port: int = 0
+) -> ThreadingHTTPServer:
     """A server (not yet serving) answering ``/`` with the page and ``/data.json`` with the data."""
     names = " vs ".join(run["name"] for run in data["runs"])
     bodies = {
@@ -25,7 +27,7 @@ def make_server(data: dict[str, Any], host: str = "127.0.0.1", port: int = 0) ->
     }
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             body, kind = bodies.get("/" if path == "/index.html" else path, (b"not found\n", ""))
             self.send_response(200 if kind else 404)
@@ -35,7 +37,7 @@ def make_server(data: dict[str, Any], host: str = "127.0.0.1", port: int = 0) ->
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # a page view is not worth a log line
 
     return ThreadingHTTPServer((host, port), Handler)
