@@ -163,9 +163,9 @@
       onkeydown: function (e) { if (e.key === "Escape") close(); } },
       el("button", { type: "button", cls: "close", onclick: close, "aria-label": "close task" }, "\u2715 close"),
       el("h2", { id: "detail-h", text: task.key }),
-      el("p", {}, outcomeLabel(task), "  reward " + fmt(task.reward) + "  ", task.cause ? "cause: " + task.cause + "  " : "",
-        el("span", { text: task.reason || "" })),
-      task.error ? el("p", { cls: "error", text: "error: " + task.error }) : null,
+      el("p", {}, outcomeLabel(task), (task.reward === null || task.reward === undefined ? " \u00b7 no reward" : " \u00b7 reward " + fmt(task.reward)) + (task.cause ? " \u00b7 cause: " + task.cause : "")),
+      el("p", { cls: "reason-line", text: task.reason || "" }),
+      task.error && (task.reason || "").indexOf(task.error) < 0 ? el("p", { cls: "error", text: "error: " + task.error }) : null,
       group(task), timeline(task), grading(task), flags(task), replayOf(task), transcript(task), patch(task), accounting(task));
     document.getElementById("main").appendChild(panel);
     panel.focus();
@@ -196,13 +196,14 @@
     var start = Math.min(acc.start_latency || 0, tm.setup || 0);
     var phases = [["start", start], ["setup", (tm.setup || 0) - start], ["agent", tm.agent || 0], ["grading", tm.grade || 0]];
     var used = phases.reduce(function (a, p) { return a + p[1]; }, 0);
-    phases.push(["close", Math.max(0, total - used)]);
+    /* What no phase accounts for: the close, or, when the task ended early, the time until it did. */
+    phases.push([tm.grade !== undefined ? "close" : "until the error", Math.max(0, total - used)]);
     var width = 760, scale = width / Math.max(total, used), x = 0;
     var chart = svg("svg", { id: "timeline", viewBox: "0 0 " + (width + 40) + " 86", role: "img",
       "aria-label": "timeline: " + phases.map(function (p) { return p[0] + " " + p[1].toFixed(2) + "s"; }).join(", ") });
     phases.forEach(function (p) {
       var w = p[1] * scale;
-      var r = svg("rect", { x: x, y: 10, width: Math.max(w, 0.5), height: 26, "class": "phase " + p[0] });
+      var r = svg("rect", { x: x, y: 10, width: Math.max(w, 0.5), height: 26, "class": "phase " + p[0].split(" ")[0] });
       var tip = svg("title"); tip.textContent = p[0] + ": " + p[1].toFixed(2) + " s"; r.appendChild(tip);
       chart.appendChild(r);
       if (w > 40) { var label = svg("text", { x: x + 4, y: 28 }); label.textContent = p[0]; chart.appendChild(label); }
@@ -364,7 +365,7 @@
     var names = Object.keys(plot.series), W = 520, H = 200, L = 48, B = 30, max = 0, n = 0;
     names.forEach(function (k) { plot.series[k].forEach(function (v) { if (v !== null) max = Math.max(max, v); }); n = Math.max(n, plot.series[k].length); });
     max = max || 1;
-    var chart = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "class": "plot", "aria-label": plot.title });
+    var chart = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img", "class": "plot", "aria-label": plot.title });
     var x = function (i) { return L + (n > 1 ? i * (W - L - 10) / (n - 1) : 0); };
     var y = function (v) { return H - B - v * (H - B - 10) / max; };
     chart.appendChild(svg("line", { x1: L, y1: H - B, x2: W - 10, y2: H - B, "class": "axis" }));
