@@ -28,7 +28,8 @@ _ESCAPES = {
 
 
 def _asset(name: str) -> str:
-    return resources.files("sandbox_runtime.swe.view").joinpath("assets").joinpath(name).read_text("utf-8")
+    assets = resources.files("sandbox_runtime.swe.view").joinpath("assets")
+    return assets.joinpath(name).read_text("utf-8")
 
 
 def data_json(data: Any) -> str:
