@@ -112,3 +112,23 @@ def test_serve_answers_on_loopback_with_the_page_and_its_data(tmp_path: Path) ->
         server.server_close()
     assert 'id="view-data"></script>' in page  # the page without its data ...
     assert served["runs"][0]["tasks"][2]["key"] == "pkg__infra-3"  # ... which is beside it
+
+
+def test_replay_and_training_figures_join_the_page(tmp_path: Path) -> None:
+    from sandbox_runtime.swe.replay import ReplayResult
+    from tests.swe.view_runs import outcome
+
+    replayed = ReplayResult(
+        "pkg__resolved-1", 1.0, "resolved", outcome("pkg__resolved-1", 0.0, "x")
+    )
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"records": [replayed.to_dict()]}))
+    steps = tmp_path / "steps.json"
+    steps.write_text(json.dumps([{"step": 0, "reward": 0.5, "reward_lost": 0.1}, {"step": 1}]))
+    data = page_data([mixed_run(tmp_path)], replay=replay, training=steps)
+    assert data["replay"]["pkg__resolved-1"]["status"] == "disagree"
+    assert [plot["title"] for plot in data["training"]] == [
+        "mean reward",
+        "reward lost to infrastructure",
+    ]
+    assert data["training"][0]["series"]["reward"] == [0.5, None]

@@ -216,3 +216,26 @@ def test_ten_thousand_tasks_open_and_filter_in_time(browser: Any, tmp_path: Path
     assert opened < LARGE_OPEN_BUDGET
     assert filtered < LARGE_FILTER_BUDGET
     assert console_problems(browser) == []
+
+
+def test_served_page_fetches_its_data_from_loopback(browser: Any, tmp_path: Path) -> None:
+    import threading
+
+    from sandbox_runtime.swe.view import page_data
+    from sandbox_runtime.swe.view._serve import make_server
+
+    server = make_server(page_data([mixed_run(tmp_path)]))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+        browser.get(f"http://{host!s}:{port}/")
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(browser, 60).until(
+            lambda s: s.execute_script("return document.body.dataset.ready === 'true'")
+        )
+        assert browser.find_element("id", "count").text == "7 of 7 tasks"
+        assert console_problems(browser) == []
+    finally:
+        server.shutdown()
+        server.server_close()
