@@ -3,8 +3,8 @@
 Each page is opened from disk (``file://``, no server, no network), must log no console
 warning or error, and is driven as a person would: filters, the keyboard, a transcript, the
 timeline, a group, two runs compared, training plots, and a 10,000-task run timed.  The
-screenshots of the main views are written under the directory the first test prints
-(``docs/view/`` holds the committed ones).
+screenshots of the main views are written to ``build/test-artifacts/view/`` (or
+``$VIEW_SCREENSHOTS``), which the tests print; ``docs/view/`` holds the committed ones.
 """
 
 from __future__ import annotations
@@ -36,10 +36,15 @@ def view(*arguments: str | Path) -> None:
     subprocess.run(command, check=True, capture_output=True, text=True, timeout=120)
 
 
+#: Where the screenshots go unless ``VIEW_SCREENSHOTS`` names a directory (``build/`` is ignored
+#: by git; CI keeps it as the run's artefacts).
+SHOTS = ROOT / "build" / "test-artifacts" / "view"
+
+
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: $VIEW_SCREENSHOTS, else a temporary directory (printed)."""
-    where = Path(os.environ.get("VIEW_SCREENSHOTS") or tmp_path_factory.mktemp("view-shots"))
+def shots() -> Path:
+    """The screenshots' directory, printed (``-s`` shows it; the path is fixed either way)."""
+    where = Path(os.environ.get("VIEW_SCREENSHOTS") or SHOTS)
     where.mkdir(parents=True, exist_ok=True)
     print(f"\nview screenshots: {where}")
     return where

@@ -239,6 +239,9 @@
         ", " + fmt(tests.duration, 2) + " s" : "") }));
     if (!tests) { add(part, el("p", { text: "no trajectory record: test results are in trajectories.jsonl" })); return part; }
     var row = ((task.task || {}).row) || {};
+    /* The harness's specification is chosen by the row's repository and version (SWE-bench). */
+    add(part, el("p", { cls: "meta", text: "format " + (task.format || "-") +
+      (row.version ? "; specification " + (row.repo || task.repo) + " " + row.version : "") }));
     var f2p = testList(row.FAIL_TO_PASS), p2p = testList(row.PASS_TO_PASS);
     var status = tests.status || {}, names = Object.keys(status);
     f2p.concat(p2p).forEach(function (n) { if (!(n in status)) names.push(n); });
