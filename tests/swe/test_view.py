@@ -132,3 +132,16 @@ def test_replay_and_training_figures_join_the_page(tmp_path: Path) -> None:
         "reward lost to infrastructure",
     ]
     assert data["training"][0]["series"]["reward"] == [0.5, None]
+
+
+def test_a_busy_port_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = mixed_run(tmp_path)
+    taken = make_server(page_data([report]))
+    try:
+        port = str(taken.server_address[1])
+        assert main(["view", str(report), "--serve", "--port", port]) == 2
+    finally:
+        taken.server_close()
+    assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err

@@ -85,7 +85,12 @@ def _view(args: argparse.Namespace) -> int:
 def _serve(data: dict[str, Any], host: str, port: int) -> None:
     from sandbox_runtime.swe.view._serve import make_server
 
-    server = make_server(data, host, port)
+    try:
+        server = make_server(data, host, port)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc} (try --port)"
+        ) from exc
     address, bound = server.server_address[:2]
     print(f"serving http://{address!s}:{bound}/ (Ctrl-C stops)", flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):

@@ -346,8 +346,9 @@
     if (!c.changed.length) return part;
     var tbl = el("table", { id: "compare-table" }, el("thead", {}, el("tr", {},
       ["task", "before", "reason before", "after", "reason after"].map(function (h) { return el("th", { scope: "col", text: h }); }))));
-    var body = el("tbody", {});
-    c.changed.forEach(function (ch) {
+    var body = el("tbody", {}), CHANGES_SHOWN = 1000;
+    if (c.changed.length > CHANGES_SHOWN) add(part, el("p", { cls: "hint", text: "the first " + CHANGES_SHOWN + " changes are listed; filter the tasks below for the rest" }));
+    c.changed.slice(0, CHANGES_SHOWN).forEach(function (ch) {
       add(body, el("tr", {}, el("td", { cls: "id", text: ch.key }),
         el("td", {}, outcomeLabel(ch.before), " ", fmt(ch.before.reward)), el("td", { cls: "reason", text: ch.before.reason }),
         el("td", {}, outcomeLabel(ch.after), " ", fmt(ch.after.reward)), el("td", { cls: "reason", text: ch.after.reason })));
