@@ -113,6 +113,11 @@ def test_run_page_filters_keyboard_transcript_timeline(
     browser.switch_to.active_element.send_keys(Keys.ENTER)
     assert browser.find_element("id", "detail-h").text == "pkg__infra-3"
     assert "SandboxStartError" in browser.find_element("id", "detail").text
+    attempts = browser.find_elements("css selector", "#detail .attempts li")
+    assert [a.text for a in attempts] == [
+        "error: SandboxGoneError: gone",
+        "error: SandboxStartError",
+    ]
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
     assert not browser.find_elements("id", "detail")
     assert browser.switch_to.active_element.get_attribute("data-key") == "pkg__infra-3"

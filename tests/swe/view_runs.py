@@ -88,15 +88,17 @@ def write_run(directory: Path, name: str, outcomes: list[TaskOutcome], **setting
 def mixed_run(directory: Path, name: str = "after") -> Path:
     """A run with every kind of row: resolved, unresolved, errors of two causes, a flagged
     task with hostile output, and a group of two rollouts."""
+    infra = outcome(
+        "pkg__infra-3",
+        None,
+        "error: SandboxStartError: the sandbox did not start",
+        error="SandboxStartError: the sandbox did not start",
+    )
+    infra.attempts = ["error: SandboxGoneError: gone", "error: SandboxStartError"]
     outcomes = [
         outcome("pkg__resolved-1", 1.0, "resolved"),
         outcome("pkg__unresolved-2", 0.0, "tests failed: tests/test_core.py::test_split"),
-        outcome(
-            "pkg__infra-3",
-            None,
-            "error: SandboxStartError: the sandbox did not start",
-            error="SandboxStartError: the sandbox did not start",
-        ),
+        infra,
         outcome("pkg__timeout-4", None, "tests timed out after 300s", error="timed out"),
         outcome(
             f"pkg__flagged-5{HOSTILE}",

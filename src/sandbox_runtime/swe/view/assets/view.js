@@ -166,6 +166,8 @@
       el("p", {}, outcomeLabel(task), (task.reward === null || task.reward === undefined ? " \u00b7 no reward" : " \u00b7 reward " + fmt(task.reward)) + (task.cause ? " \u00b7 cause: " + task.cause : "")),
       el("p", { cls: "reason-line", text: task.reason || "" }),
       task.error && (task.reason || "").indexOf(task.error) < 0 ? el("p", { cls: "error", text: "error: " + task.error }) : null,
+      (task.attempts || []).length ? el("div", { cls: "attempts" }, el("span", { cls: "label", text: "attempts (--retries)" }),
+        el("ol", {}, task.attempts.map(function (a) { return el("li", { text: a }); }))) : null,
       group(task), timeline(task), grading(task), flags(task), replayOf(task), transcript(task), patch(task), accounting(task));
     document.getElementById("main").appendChild(panel);
     panel.focus();
