@@ -249,3 +249,41 @@ def test_served_page_fetches_its_data_from_loopback(browser: Any, tmp_path: Path
     finally:
         server.shutdown()
         server.server_close()
+
+
+#: A scripted agent that prints markup and appends to the task's tests: a flagged task whose
+#: sandbox output would run as script if the page let it.
+TAMPER_SCRIPT = [
+    {
+        "tool": "bash",
+        "args": {"command": f"echo '{HOSTILE}'; printf '\\n# x\\n' >> tests/test_core.py"},
+    },
+    {"tool": "submit", "args": {}},
+]
+
+
+def test_a_real_run_page_flags_and_escapes(browser: Any, tmp_path: Path, shots: Path) -> None:
+    """The README's main job on one bundled task, with an agent that touches the tests."""
+    script = tmp_path / "tamper.json"
+    script.write_text(json.dumps(TAMPER_SCRIPT))
+    report, trajectories = tmp_path / "report.json", tmp_path / "trajectories.jsonl"
+    command = [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled"]
+    command += ["--backend", "local", "--agent", "scripted", "--script", str(script)]
+    command += ["--grading", "benchmark", "--select", "sandbox-runtime-samples__csvline-1"]
+    command += ["--quiet"]
+    command += ["--report", str(report), "--trajectories", str(trajectories)]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=240)
+    page = tmp_path / "report.html"
+    view(report, "--html", page)
+    load(browser, page)
+    assert browser.find_element("id", "count").text == "1 of 1 tasks"
+    assert choose(browser, "f-flag", "flagged").startswith("1 of 1")
+    assert choose(browser, "f-outcome", "unresolved").startswith("1 of 1")
+    click(browser, browser.find_element("css selector", "#rows tr"))
+    detail = browser.find_element("id", "detail")
+    assert HOSTILE in detail.text  # the sandbox's output, as text
+    assert "tests/test_core.py" in detail.text
+    assert "test file" in detail.text
+    assert browser.title.startswith("sandbox-runtime")
+    assert not browser.find_elements("css selector", "img")
+    assert console_problems(browser) == []
