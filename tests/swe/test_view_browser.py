@@ -50,9 +50,11 @@ def shots() -> Path:
     return where
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    with chromium(tmp_path / "profile") as session:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One chromium per test module (and xdist worker): a start costs seconds on a loaded host;
+    each test opens its own page, and :func:`load` drops the console log of the one before."""
+    with chromium(tmp_path_factory.mktemp("profile")) as session:
         yield session
 
 
@@ -60,6 +62,7 @@ def load(session: Any, page: Path) -> None:
     """Open ``page`` from disk and wait until the script drew it."""
     from selenium.webdriver.support.ui import WebDriverWait
 
+    console_problems(session)  # what an earlier page logged is not this page's
     session.get(page.as_uri())
     WebDriverWait(session, 60).until(
         lambda s: s.execute_script("return document.body.dataset.ready === 'true'")
@@ -238,6 +241,7 @@ def test_served_page_fetches_its_data_from_loopback(browser: Any, tmp_path: Path
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         host, port = server.server_address[:2]
+        console_problems(browser)
         browser.get(f"http://{host!s}:{port}/")
         from selenium.webdriver.support.ui import WebDriverWait
 
