@@ -16,7 +16,8 @@ log() { printf '\n==> %s\n' "$*"; }
 # 1. System packages: the Docker engine, bubblewrap (local namespace isolation), debootstrap
 #    (the test image is built from Debian's mirror: no container registry is reachable), and
 #    Podman with its init (the docker backend is also tested against Podman's Docker API), and
-#    the distribution registry (AGS registry pushes are tested against a local one).
+#    the distribution registry (AGS registry pushes are tested against a local one), and
+#    chromium with its driver (the report page is tested in a headless browser).
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
@@ -26,6 +27,10 @@ command -v patch >/dev/null || missing+=(patch)
 command -v podman >/dev/null || missing+=(podman)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 [ -e /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)
+# Headless chromium and its driver: the report page of 'sandbox-runtime view' is tested in a
+# real browser (tests/swe/test_view_browser.py).
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]}"
   as_root apt-get update -qq
@@ -53,7 +58,7 @@ fi
 stamp=".venv/.pyproject.sha256"
 projects="$(cat pyproject.toml emulators/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$projects" ] \
-  || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter' 2>/dev/null; then
+  || ! .venv/bin/python -c 'import sandbox_runtime, sandbox_runtime_emulators, pytest, xdist, docker, e2b, swebench, kubernetes, wsproto, cryptography, importlinter, selenium' 2>/dev/null; then
   log "installing sandbox-runtime-swe[all,test] and sandbox-runtime-emulators"
   # 'sandbox-runtime' is this project's name before 0.1.0's rename, or PyPI's other project
   # with the same import package: either way it must not share the venv (README: Install).
