@@ -146,7 +146,7 @@ def test_bad_trajectory_files_fail_before_any_sandbox(tmp_path: Path) -> None:
     broken.write_text('{"task_id": "a"}\nnot json\n')
     done = run_cli(tmp_path, "replay", str(broken))
     assert done.returncode == 2
-    assert "line 2: not JSON" in done.stderr
+    assert "broken.jsonl:2: not JSON" in done.stderr
     twice = tmp_path / "twice.jsonl"
     twice.write_text('{"task_id": "a", "backend": "local"}\n' * 2)
     done = run_cli(tmp_path, "replay", str(twice))

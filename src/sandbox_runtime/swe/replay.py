@@ -42,10 +42,24 @@ __all__ = [
     "replay_summary",
     "replay_table",
     "tasks_of",
+    "trajectory_records",
 ]
 
 
 def read_trajectories(path: Path) -> list[dict[str, Any]]:
+    """The records of one run's trajectories file, each task once (:func:`trajectory_records`)."""
+    records = trajectory_records(path)
+    ids = [record["task_id"] for record in records]
+    repeated = sorted({task_id for task_id in ids if ids.count(task_id) > 1})
+    if repeated:
+        raise ConfigError(
+            f"{path}: task(s) recorded more than once ({', '.join(repeated[:5])}); "
+            "replay one run's trajectories at a time"
+        )
+    return records
+
+
+def trajectory_records(path: Path) -> list[dict[str, Any]]:
     """The records of a trajectories file; a line that is not a JSON object is a ConfigError."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -58,17 +72,10 @@ def read_trajectories(path: Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}, line {number}: not JSON: {exc.msg}") from None
+            raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}") from None
         if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
-            raise ConfigError(f"{path}, line {number}: not a trajectory record (no task_id)")
+            raise ConfigError(f"{path}:{number}: not a trajectory record (no task_id)")
         records.append(record)
-    ids = [record["task_id"] for record in records]
-    repeated = sorted({task_id for task_id in ids if ids.count(task_id) > 1})
-    if repeated:
-        raise ConfigError(
-            f"{path}: task(s) recorded more than once ({', '.join(repeated[:5])}); "
-            "replay one run's trajectories at a time"
-        )
     return records
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.swe.replay import trajectory_records
 
 __all__ = ["error_cause", "load_replay", "load_run", "load_training", "task_key"]
 
@@ -71,19 +72,8 @@ def _read_json(path: Path) -> Any:
 
 
 def _trajectories(path: Path) -> dict[str, dict[str, Any]]:
-    records: dict[str, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}") from exc
-            if not isinstance(record, dict) or "task_id" not in record:
-                raise ConfigError(f"{path}:{number}: a trajectory record needs 'task_id'")
-            records[task_key(record)] = record
-    return records
+    """The run's trajectory records by task and rollout (a group's copies apart)."""
+    return {task_key(record): record for record in trajectory_records(path)}
 
 
 def load_run(report: Path, trajectories: Path | None = None) -> dict[str, Any]:
