@@ -184,10 +184,10 @@ def test_a_gold_patch_that_does_not_apply_is_named_not_the_ids(
 ) -> None:
     """The diagnosis reads the runs' reasons before the missing ids (issue 29).
 
-    A gold patch removing a line the file does not have (no fuzz applies it) leaves the gold run without any test output, so
-    every id is missing from its log; the line must say the patch did not apply, not that the
-    row's ids and the runner's differ.  Run for real on ``local``, where the bundled row
-    resolves to its template directory.
+    A gold patch removing a line the file does not have (no fuzz applies it) leaves the gold
+    run without any test output, so every id is missing from its log; the line must say the
+    patch did not apply, not that the row's ids and the runner's differ.  Run for real on
+    ``local``, where the bundled row resolves to its template directory.
     """
     row = _csvline_row()
     patch = str(row["patch"])
