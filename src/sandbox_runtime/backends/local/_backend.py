@@ -683,7 +683,8 @@ class LocalBackend(Backend[LocalOptions]):
         env = dict(os.environ) if self.options.inherit_env else {"PATH": os.defpath}
         if self.options.isolation == "namespace":
             argv = Bubblewrap.argv(
-                self.options.bwrap_path,
+                # Found on the host's PATH, not the command's (a task may give one without it).
+                shutil.which(self.options.bwrap_path) or self.options.bwrap_path,
                 self._root,
                 self._namespace_entries(),
                 request.cwd,
@@ -700,9 +701,10 @@ class LocalBackend(Backend[LocalOptions]):
             env["TMPDIR"] = os.path.join(self._real_root, "tmp")
             env["SANDBOX_RUNTIME_ROOT"] = self._real_root
             cwd_for_popen = cwd_host
-        if self.options.own_python and os.path.isdir(os.path.join(self._real_root, VENV[1:])):
-            command_env(env, "/" if self.options.isolation == "namespace" else self._real_root)
         env.update(request.env)
+        if self.options.own_python and os.path.isdir(os.path.join(self._real_root, VENV[1:])):
+            seen_root = "/" if self.options.isolation == "namespace" else self._real_root
+            command_env(env, seen_root, given=request.env)
         env[_MARKER_VAR] = self._id
         token = new_token()
         env[TOKEN_VAR] = token

@@ -42,6 +42,7 @@ import shlex
 import shutil
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,17 +220,28 @@ def make_venv(root: Path, host: HostPython) -> None:
         shim.chmod(0o755)
 
 
-def command_env(env: dict[str, str], seen_root: str) -> None:
-    """Point ``env`` (a command's, before its request's own) at the sandbox's environment.
+def command_env(env: dict[str, str], seen_root: str, given: Mapping[str, str]) -> None:
+    """Point a command's ``env`` at the sandbox's environment.
 
     ``seen_root`` is the sandbox's ``/`` as commands see it: ``/`` under namespace
-    isolation, the root's host path under ``none``.
+    isolation, the root's host path under ``none``.  ``given`` is what the caller set for
+    this command (the sandbox's and the call's ``env``): kept as it is, except that a ``PATH``
+    given still gets the sandbox's ``bin`` in front, so no ``PATH`` reaches the host's pip.
     """
     venv = os.path.join(seen_root, VENV.lstrip("/"))
+    bin_dir = os.path.join(venv, "bin")
     for name in _PIP_WAYS_OUT:
-        env.pop(name, None)
-    env["PATH"] = os.pathsep.join([os.path.join(venv, "bin"), env.get("PATH", os.defpath)])
-    env["VIRTUAL_ENV"] = venv
-    env["PIP_USER"] = "0"
-    env["PYTHONUSERBASE"] = os.path.join(seen_root, _USER_BASE.lstrip("/"))
-    env["PIP_CACHE_DIR"] = os.path.join(seen_root, _PIP_CACHE.lstrip("/"))
+        if name not in given:
+            env.pop(name, None)
+    path = env.get("PATH", os.defpath)
+    if path.split(os.pathsep, 1)[0] != bin_dir:
+        env["PATH"] = os.pathsep.join([bin_dir, path])
+    own = {
+        "VIRTUAL_ENV": venv,
+        "PIP_USER": "0",
+        "PYTHONUSERBASE": os.path.join(seen_root, _USER_BASE.lstrip("/")),
+        "PIP_CACHE_DIR": os.path.join(seen_root, _PIP_CACHE.lstrip("/")),
+    }
+    for name, value in own.items():
+        if name not in given:
+            env[name] = value
