@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import threading
 import uuid
 from collections.abc import Iterable
 
@@ -52,11 +51,6 @@ _CHECK = r"""for t in {names}; do
     [ -x "$i" ] || printf '%s\tits interpreter %s is missing\n' "$t" "$i" ;;
   esac
 done"""
-
-
-# Sandboxes whose commands were found to see their paths (require_commands_see_sandbox_paths).
-_seen_paths: set[str] = set()
-_seen_lock = threading.Lock()
 
 
 def missing_tools(
@@ -122,17 +116,12 @@ def require_commands_see_sandbox_paths(sandbox: SandboxRuntime, what: str) -> No
     For tool sets with a shell (this library's ``bash``): the model is told its repository is
     at ``/testbed``, so a sandbox whose commands see the host's ``/`` there (``local`` with
     ``isolation="none"``) must refuse to start, not grade a correct agent 0.  Backends that
-    do not share the host's file system need no probe; the answer is kept per sandbox.
+    do not share the host's file system need no probe (on ``local`` it is one write and one
+    command, once per tool set).
     """
     backend = sandbox.backend
-    if Capability.SHARED_HOST_FILESYSTEM not in backend.capabilities_for(backend.options):
-        return
-    with _seen_lock:
-        if sandbox.id in _seen_paths:
-            return
-    require_sandbox_paths(sandbox, what)
-    with _seen_lock:
-        _seen_paths.add(sandbox.id)
+    if Capability.SHARED_HOST_FILESYSTEM in backend.capabilities_for(backend.options):
+        require_sandbox_paths(sandbox, what)
 
 
 def require_tools(sandbox: SandboxRuntime, names: Iterable[str], *, prelude: str = "") -> None:
