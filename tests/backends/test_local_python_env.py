@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -87,6 +88,4 @@ def test_installs_and_scripts_use_the_sandboxs_environment(
         assert where.ok, where.output
         assert where.stdout.splitlines()[0].endswith("/testbed/yaml/__init__.py"), where.stdout
     assert not (tmp_path / "host-target").exists()
-    import yaml
-
-    assert not hasattr(yaml, "HERE")
+    assert not hasattr(importlib.import_module("yaml"), "HERE")  # the host's is untouched
