@@ -148,3 +148,24 @@ def test_r2e_gym_runtime(
             assert runtime._calculate_reward(timeout=120) == 1.0
     assert not mark.exists()
     _no_sandbox_left(tmp_path)
+
+
+def test_rllm_sandbox(isolation: str, mark: Path, tmp_path: Path) -> None:
+    """rLLM's flows upload to absolute paths and name them in commands."""
+    from sandbox_runtime.integrations.rllm.sandbox import RLLMSandbox
+
+    options = _options(isolation, tmp_path)
+    if isolation == "none":
+        with pytest.raises(ToolUnavailableError, match=_REMEDY):
+            RLLMSandbox("task", backend="local", backend_options=options, workdir="/app")
+    else:
+        sandbox = RLLMSandbox("task", backend="local", backend_options=options, workdir="/app")
+        try:
+            source = tmp_path / "run.sh"
+            source.write_text(f"echo ran > {mark} && cat {mark}\n")
+            sandbox.upload_file(str(source), "/app/run.sh")
+            assert sandbox.exec("sh /app/run.sh") == "ran\n"
+        finally:
+            sandbox.close()
+    assert not mark.exists()
+    _no_sandbox_left(tmp_path)
