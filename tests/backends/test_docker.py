@@ -155,7 +155,8 @@ ABANDON = textwrap.dedent(
     import sys, time
     from sandbox_runtime import SandboxRuntime
     backend, image, lifetime, base_dir = sys.argv[1:5]
-    options = {"base_dir": base_dir} if backend == "local" else {}
+    # isolation=none on local: under namespaces a background process ends with its command.
+    options = {"base_dir": base_dir, "isolation": "none"} if backend == "local" else {}
     sandbox = SandboxRuntime(
         backend=backend, image=image or None, lifetime=float(lifetime), options=options
     ).start()

@@ -14,7 +14,9 @@ class TestLocalPlain(SandboxConformance):
 
     @pytest.fixture
     def sandbox_config(self, tmp_path: Path) -> SandboxConfig:
-        return SandboxConfig(backend="local", options={"base_dir": tmp_path / "sandboxes"})
+        return SandboxConfig(
+            backend="local", options={"isolation": "none", "base_dir": tmp_path / "sandboxes"}
+        )
 
 
 class TestLocalNamespace(SandboxConformance):

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,13 @@ def test_run_with_the_tool_box_gives_a_correct_agent_1(
         backend_options=_options(backend, options, tmp_path),
     )
     outcomes = Runner(tasks, lambda: ScriptedAgent(script), run).run()
+    if options.get("isolation") == "none":  # its bash would see the host's paths (issue 29)
+        for outcome in outcomes:
+            assert outcome.reward is None
+            assert outcome.error is not None
+            assert _REMEDY in outcome.error
+            assert outcome.steps == []
+        return
     assert [(o.task_id, o.reward, o.error) for o in outcomes] == [
         (task.task_id, 1.0, None) for task in tasks
     ]
@@ -138,7 +147,7 @@ def test_swe_env_gives_a_correct_agent_1_or_fails_at_reset(
         tools=tools,  # type: ignore[arg-type]
     )
     with env:
-        if tools == "r2egym" and options.get("isolation") == "none":
+        if options.get("isolation") == "none":  # both tool sets have a shell (issue 29)
             with pytest.raises(ToolUnavailableError, match=_REMEDY):
                 env.reset()
             assert env.sandbox is None
@@ -227,11 +236,17 @@ def test_the_tool_box_raises_when_its_own_programs_are_missing(
 
 
 def test_run_turns_a_tool_that_cannot_run_into_an_error_not_a_0(
-    bundled_tasks: list[Task], tmp_path: Path
+    bundled_tasks: list[Task], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """The host's programs but grep: the task sets up, then the agent's search cannot run."""
-    no_grep = tmp_path / "no-grep-bin"
-    no_grep.mkdir()
+    """The host's programs but grep: the task sets up, then the agent's search cannot run.
+
+    The folder is in the checkout, which a namespaced sandbox (the default where bubblewrap
+    works) sees, read-only; the host's /tmp it does not, nor /root, which the task has.
+    """
+    require(bwrap_problem())
+    checkout = Path(__file__).resolve().parents[2]
+    no_grep = Path(tempfile.mkdtemp(prefix=".no-grep-bin-", dir=checkout))
+    request.addfinalizer(lambda: shutil.rmtree(no_grep, ignore_errors=True))
     for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
         for program in Path(folder).iterdir():
             link = no_grep / program.name
@@ -240,7 +255,9 @@ def test_run_turns_a_tool_that_cannot_run_into_an_error_not_a_0(
     task = task_named(bundled_tasks, "csvline", "r2e")
     task = task.model_copy(update={"env": {**task.env, "PATH": str(no_grep)}})
     script = [{"tool": "search", "args": {"search_term": "x", "path": task.workdir}}]
-    run = RunOptions(backend_options={"base_dir": str(tmp_path / "sandboxes")})
+    run = RunOptions(
+        backend_options={"isolation": "namespace", "base_dir": str(tmp_path / "sandboxes")}
+    )
     [outcome] = Runner([task], lambda: ScriptedAgent(script), run).run()
     assert outcome.reward is None
     assert outcome.error is not None

@@ -177,3 +177,56 @@ def test_a_row_whose_check_raises_is_reported_and_the_others_still_run() -> None
     assert second.diagnosis == "check failed: RuntimeError: the harness broke"
     assert not first.ok
     assert not second.ok
+
+
+def test_a_gold_patch_that_does_not_apply_is_named_not_the_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The diagnosis reads the runs' reasons before the missing ids (issue 29).
+
+    A gold patch removing a line the file does not have (no fuzz applies it) leaves the gold
+    run without any test output, so every id is missing from its log; the line must say the
+    patch did not apply, not that the row's ids and the runner's differ.  Run for real on
+    ``local``, where the bundled row resolves to its template directory.
+    """
+    row = _csvline_row()
+    patch = str(row["patch"])
+    removed = next(
+        line
+        for line in patch.splitlines()
+        if line.startswith("-") and not line.startswith("---") and line.strip("- ")
+    )
+    row["patch"] = patch.replace(removed, removed + "  # not in the file", 1)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    code = main(
+        [
+            "tasks",
+            "check",
+            str(rows),
+            "--backend",
+            "local",
+            "--backend-option",
+            f"base_dir={tmp_path / 'sandboxes'}",
+            "--json",
+        ]
+    )
+    body = json.loads(capsys.readouterr().out)
+    (checked,) = body["rows"]
+    assert code == 1
+    assert checked["diagnosis"].startswith("gold: patch did not apply"), checked["diagnosis"]
+    assert "ids not in the log" not in checked["diagnosis"]
+    assert checked["null"]["outcome"] == "unresolved"
+
+
+def test_the_reasons_are_read_before_the_missing_ids() -> None:
+    task = parse_row(_csvline_row())
+    gold = GradeResult(0.0, "patch did not apply in the fresh sandbox: error: patch failed")
+    null = GradeResult(0.0, "tests failed", status_map={})
+    found = disagreements(task, gold, null)
+    assert any(d.why == "missing from the log" for d in found)
+    assert diagnose(gold, null, found) == (
+        "gold: patch did not apply in the fresh sandbox: error: patch failed"
+    )
+    test_patch_failed = GradeResult(0.0, "test patch did not apply")
+    assert diagnose(gold, test_patch_failed, found) == "null: test patch did not apply"

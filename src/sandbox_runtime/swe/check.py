@@ -170,19 +170,37 @@ def disagreements(task: Task, gold: GradeResult, null: GradeResult) -> list[Disa
     return found
 
 
+def _did_not_apply(result: GradeResult) -> bool:
+    """Whether a run's patch (the row's gold patch, or its test patch) failed to apply."""
+    return not result.is_error and "patch did not apply" in result.reason
+
+
+def _first_line(reason: str, limit: int = 200) -> str:
+    line = reason.strip().splitlines()[0] if reason.strip() else reason
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def diagnose(gold: GradeResult, null: GradeResult, found: Sequence[Disagreement]) -> str:
     """One line that says what is wrong with a row, or ``OK``.
 
-    The no-patch run speaks first: tests that already pass (FAIL_TO_PASS) or already fail
-    (PASS_TO_PASS) before any patch are the image's or the row's fault, whatever gold did.
+    The no-patch run speaks first: a test patch that did not apply, then tests that already
+    pass (FAIL_TO_PASS) or already fail (PASS_TO_PASS) before any patch are the image's or the
+    row's fault, whatever gold did.  A gold patch that did not apply comes next: its run has
+    no test output, so every id would otherwise read as missing from the log.
     Ids the log does not name at all are told apart: there the row's ids and the test
     runner's disagree (a grading difference), which says nothing about the image.
     """
     null_f2p = [d for d in found if d.run == NULL and d.listed_in == "FAIL_TO_PASS"]
     null_p2p = [d for d in found if d.run == NULL and d.listed_in == "PASS_TO_PASS"]
+    # The reasons are read before the ids: a patch that did not apply leaves no test output,
+    # so every id is "missing", and that must not be blamed on the ids.
+    if _did_not_apply(null):
+        return f"null: {_first_line(null.reason)}"
     failing = [d for d in null_p2p if d.why != MISSING]
     if failing:
         return f"broken image: PASS_TO_PASS tests fail before any patch ({len(failing)})"
+    if _did_not_apply(gold):
+        return f"gold: {_first_line(gold.reason)}"
     missing = [d for d in found if d.why == MISSING]
     if missing:
         return (

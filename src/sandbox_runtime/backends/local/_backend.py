@@ -4,9 +4,10 @@ Each sandbox is a fresh directory (``<base_dir>/sbx-<id>/root``) that stands for
 sandbox's ``/``: the file API maps ``/workspace/a.py`` to ``<root>/workspace/a.py`` and refuses
 any path that would leave the root, through ``..`` or through a symlink.
 
-Two isolation levels, stated plainly:
+Two isolation levels, stated plainly (unset, ``isolation`` is ``namespace`` where bubblewrap
+works here and ``none`` with a one-line warning where it does not; see :func:`resolve_isolation`):
 
-``isolation="none"`` (default)
+``isolation="none"``
     Commands run as ordinary host processes, with the sandbox directory as working
     directory, the host's environment and the host's filesystem.  Relative paths agree
     between files and commands; absolute paths in commands mean host paths.  This protects
@@ -44,6 +45,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from sandbox_runtime.backend_kit import (
     LABEL_PREFIX,
@@ -98,10 +100,11 @@ from ._process import (
     shared_writable_inodes,
     stop_marked,
 )
+from ._python_env import VENV, command_env, host_python, make_venv
 from ._rollback import restore_changes
 from ._tree_copy import RACY_MARGIN_NS, scan_tree
 
-__all__ = ["LocalBackend", "LocalOptions"]
+__all__ = ["LocalBackend", "LocalOptions", "resolve_isolation"]
 
 logger = logging.getLogger("sandbox_runtime.local")
 
@@ -131,6 +134,32 @@ def _cap_at(config: SandboxConfig) -> int:
     if config.max_lifetime is None:
         return 0
     return int(time.time() + config.max_lifetime)
+
+
+_fallback_warned: set[str] = set()
+_fallback_lock = threading.Lock()
+
+
+def resolve_isolation(options: LocalOptions) -> Literal["none", "namespace"]:
+    """The isolation a sandbox gets: the one asked for, or the best this host has.
+
+    Unset, it is ``namespace`` where bubblewrap can create namespaces (one probe per process
+    and binary, cached by :class:`Bubblewrap`), else ``none``, said once in one line.  Asked
+    for, ``namespace`` never falls back: the start fails with bubblewrap's reason.
+    """
+    if options.isolation is not None:
+        return options.isolation
+    problem = Bubblewrap.problem(options.bwrap_path)
+    if not problem:
+        return "namespace"
+    with _fallback_lock:
+        if options.bwrap_path not in _fallback_warned:
+            _fallback_warned.add(options.bwrap_path)
+            logger.warning(
+                "local backend: isolation=none (commands see the host's paths), because %s",
+                problem,
+            )
+    return "none"
 
 
 def _default_base_dir() -> Path:
@@ -215,6 +244,10 @@ class LocalBackend(Backend[LocalOptions]):
     )
 
     def __init__(self, config: SandboxConfig, options: LocalOptions) -> None:
+        # The isolation is decided once, here; ``attach`` decides it from the sandbox's record
+        # when it was left unset.
+        self._asked_isolation = options.isolation
+        options = options.model_copy(update={"isolation": resolve_isolation(options)})
         super().__init__(config, options)
         self._id = f"local-{uuid.uuid4().hex[:16]}"
         self._base = options.base_dir or _default_base_dir()
@@ -235,7 +268,7 @@ class LocalBackend(Backend[LocalOptions]):
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
-        """Always usable; ``namespace`` isolation additionally needs working bubblewrap."""
+        """Always usable; ``namespace`` isolation, when asked for, needs working bubblewrap."""
         opts = cls.coerce_options(options)
         if opts.isolation == "namespace":
             problem = Bubblewrap.problem(opts.bwrap_path)
@@ -297,6 +330,7 @@ class LocalBackend(Backend[LocalOptions]):
             tmp.chmod(0o1777)
             workdir = Path(self._host_path(self.config.workdir))
             workdir.mkdir(parents=True, exist_ok=True)
+            self._make_python_env()
             if self.options.isolation == "namespace":
                 for mount_point in ("dev", "proc"):
                     (self._root / mount_point).mkdir(exist_ok=True)
@@ -327,6 +361,15 @@ class LocalBackend(Backend[LocalOptions]):
         except (OSError, shutil.Error, SandboxError) as exc:
             _remove_tree(self._home)
             raise SandboxStartError(f"cannot create local sandbox in {self._home}: {exc}") from exc
+
+    def _make_python_env(self) -> None:
+        """The sandbox's own Python environment (:mod:`._python_env`), unless it has one."""
+        if not self.options.own_python or (self._root / VENV.lstrip("/")).is_dir():
+            return
+        path = os.environ.get("PATH", os.defpath) if self.options.inherit_env else os.defpath
+        host = host_python(self.config.env.get("PATH", path))
+        if host is not None:
+            make_venv(self._root, host)
 
     def _checkpoint_entries(self) -> list[tuple[str, str | None]] | None:
         """The host entries bound by the sandbox a checkpoint was taken of, if any.
@@ -387,6 +430,9 @@ class LocalBackend(Backend[LocalOptions]):
             raise SandboxGoneError(f"local sandbox {sandbox_id!r} is not ready or is gone")
         self._id, self._home, self._root = sandbox_id, home, home / "root"
         self._real_root = os.path.realpath(self._root)
+        if self._asked_isolation is None:  # as the sandbox was started, not as this host is
+            started = "namespace" if (home / _HOST_ENTRIES).is_file() else "none"
+            self.options = self.options.model_copy(update={"isolation": started})
 
     @classmethod
     def list_sandboxes(cls, options: BackendOptions | None = None) -> list[SandboxInfo]:
@@ -639,7 +685,8 @@ class LocalBackend(Backend[LocalOptions]):
         env = dict(os.environ) if self.options.inherit_env else {"PATH": os.defpath}
         if self.options.isolation == "namespace":
             argv = Bubblewrap.argv(
-                self.options.bwrap_path,
+                # Found on the host's PATH, not the command's (a task may give one without it).
+                shutil.which(self.options.bwrap_path) or self.options.bwrap_path,
                 self._root,
                 self._namespace_entries(),
                 request.cwd,
@@ -657,6 +704,9 @@ class LocalBackend(Backend[LocalOptions]):
             env["SANDBOX_RUNTIME_ROOT"] = self._real_root
             cwd_for_popen = cwd_host
         env.update(request.env)
+        if self.options.own_python and os.path.isdir(os.path.join(self._real_root, VENV[1:])):
+            seen_root = "/" if self.options.isolation == "namespace" else self._real_root
+            command_env(env, seen_root, given=request.env)
         env[_MARKER_VAR] = self._id
         token = new_token()
         env[TOKEN_VAR] = token

@@ -246,15 +246,17 @@ class SWEEnv(_EnvBase):
                 sandbox.base_commit(refresh=True)
                 self._install_scripts(sandbox)
                 self._baseline = tamper.baseline_or_none(sandbox)
+                # Refuses a sandbox whose commands do not see its paths, before any step.
+                tools = ToolBox(
+                    sandbox,
+                    timeout=self.options.step_timeout,
+                    max_output_chars=self.max_output_chars,
+                )
             except BaseException:
                 sandbox.close()
                 raise
             self.sandbox = sandbox
-            self.tools = ToolBox(
-                sandbox,
-                timeout=self.options.step_timeout,
-                max_output_chars=self.max_output_chars,
-            )
+            self.tools = tools
             self.total_steps = 0
             self.last_grade = None
             self.last_tamper = []

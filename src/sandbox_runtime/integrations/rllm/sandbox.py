@@ -40,6 +40,7 @@ from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.registry import load_backend
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.swe.agents.tool_check import require_commands_see_sandbox_paths
 
 __all__ = ["BACKEND_PREFIX", "CommandFailedError", "RLLMSandbox", "install"]
 
@@ -71,7 +72,9 @@ class RLLMSandbox:
 
     ``name`` and ``image`` are what rLLM passes to its backends; ``backend`` and
     ``backend_options`` choose ours; ``workdir`` is where commands run (rLLM's tasks use
-    absolute paths such as ``/app``; on ``local`` they need ``isolation: namespace``).  A
+    absolute paths such as ``/app``; on ``local`` they need namespace isolation, the default
+    where bubblewrap works: with ``isolation: none`` the start raises
+    :class:`~sandbox_runtime.ToolUnavailableError` with the remedy).  A
     backend whose images are host directories (``local``) ignores a container image name, as
     rLLM's local backend does.  Other keyword arguments (rLLM's resource hints such as
     ``cpu`` or ``memory``) are accepted and ignored.  ``lifetime`` is the first lifetime; a
@@ -111,6 +114,13 @@ class RLLMSandbox:
             options=dict(backend_options or {}),
         )
         self.runtime = SandboxRuntime(config).start()
+        try:
+            # rLLM's flows upload files to absolute paths and name them in commands: refuse a
+            # sandbox whose commands see the host's paths there (local, isolation=none).
+            require_commands_see_sandbox_paths(self.runtime, "rLLM's sandbox")
+        except BaseException:
+            self.runtime.close()
+            raise
         if (
             lease is not None
             and Capability.EXTEND_LIFETIME

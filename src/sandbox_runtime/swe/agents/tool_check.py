@@ -11,7 +11,9 @@ step tell a tool that vanished (exit 127 and not found) from a command's own exi
 Every place that installs tools calls :func:`require_tools` after installing them (the
 R2E-Gym tool scripts of :class:`~sandbox_runtime.integrations.rllm.SWEEnv` and of
 :class:`~sandbox_runtime.integrations.r2egym.R2EGymRuntime`); code whose tools read absolute
-sandbox paths calls :func:`require_sandbox_paths` first.
+sandbox paths calls :func:`require_sandbox_paths` first, and a tool set with a shell (this
+library's :class:`~sandbox_runtime.swe.agents.ToolBox`) calls
+:func:`require_commands_see_sandbox_paths` when it is made.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import shlex
 import uuid
 from collections.abc import Iterable
 
+from sandbox_runtime._core.backend import Capability
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, ToolUnavailableError
 
@@ -28,6 +31,7 @@ __all__ = [
     "NOT_FOUND_EXIT_CODES",
     "commands_see_sandbox_paths",
     "missing_tools",
+    "require_commands_see_sandbox_paths",
     "require_sandbox_paths",
     "require_tools",
 ]
@@ -91,8 +95,8 @@ def _remedy(sandbox: SandboxRuntime) -> str:
         return (
             "the local backend with isolation=none runs commands on the host's paths, where "
             "tools and files written into the sandbox are not; use the backend option "
-            "isolation=namespace (--backend-option isolation=namespace), or a container "
-            "backend such as docker"
+            "isolation=namespace (--backend-option isolation=namespace; it needs bubblewrap: "
+            "apt-get install bubblewrap), or a container backend such as docker"
         )
     return f"commands on the {backend!r} backend do not see the sandbox's files at their paths"
 
@@ -104,6 +108,20 @@ def require_sandbox_paths(sandbox: SandboxRuntime, what: str) -> None:
     """
     if not commands_see_sandbox_paths(sandbox):
         raise ToolUnavailableError(f"{what} cannot run in this sandbox: {_remedy(sandbox)}")
+
+
+def require_commands_see_sandbox_paths(sandbox: SandboxRuntime, what: str) -> None:
+    """:func:`require_sandbox_paths`, probed only where the backend shares the host's files.
+
+    For tool sets with a shell (this library's ``bash``): the model is told its repository is
+    at ``/testbed``, so a sandbox whose commands see the host's ``/`` there (``local`` with
+    ``isolation="none"``) must refuse to start, not grade a correct agent 0.  Backends that
+    do not share the host's file system need no probe (on ``local`` it is one write and one
+    command, once per tool set).
+    """
+    backend = sandbox.backend
+    if Capability.SHARED_HOST_FILESYSTEM in backend.capabilities_for(backend.options):
+        require_sandbox_paths(sandbox, what)
 
 
 def require_tools(sandbox: SandboxRuntime, names: Iterable[str], *, prelude: str = "") -> None:

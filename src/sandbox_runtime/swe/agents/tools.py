@@ -33,6 +33,7 @@ from typing import Any
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.r2e_editor import FileEditor
 from sandbox_runtime.swe.agents.r2e_search import search
+from sandbox_runtime.swe.agents.tool_check import require_commands_see_sandbox_paths
 
 __all__ = ["TOOL_SCHEMAS", "Observation", "ToolBox", "ToolCall"]
 
@@ -149,6 +150,14 @@ class ToolBox:
     def __init__(
         self, sandbox: SandboxRuntime, *, timeout: float = 120.0, max_output_chars: int = 16000
     ) -> None:
+        """Tools for ``sandbox``; raises :class:`~sandbox_runtime.ToolUnavailableError` at once.
+
+        Where the sandbox's commands do not see its paths (``local`` with ``isolation="none"``)
+        it raises, with the remedy.
+        """
+        # The model is told its repository is at an absolute path (/testbed) and gets a
+        # shell: where commands would see the host's paths there, refuse now (issue 29).
+        require_commands_see_sandbox_paths(sandbox, "this library's tools (bash)")
         self.sandbox = sandbox
         self.timeout = timeout
         self.max_output_chars = max_output_chars
