@@ -92,9 +92,10 @@ def test_capabilities_are_what_every_member_can_do() -> None:
 
     local_caps = load_backend("local").capabilities
     docker_caps = load_backend("docker").capabilities
-    assert Capability.ENGINE_IMAGES not in found  # docker's alone
+    # Engine images where any member runs them: placement routes by what a member can run.
+    assert Capability.ENGINE_IMAGES in found
     assert Capability.DIRECTORY_IMAGES not in found  # local's alone
-    assert found <= local_caps & docker_caps
+    assert found - {Capability.ENGINE_IMAGES} <= local_caps & docker_caps
     assert Capability.CHECKPOINT_FILESYSTEM not in found  # not delegated (docstring)
 
 
@@ -124,6 +125,33 @@ def test_with_every_member_full_a_start_waits_then_fails_typed(tmp_path: Path) -
         with pytest.raises(QuotaExceededError, match=r"a: 1 live of 1"):
             waiting.start()
         waiting.close()
+
+
+def test_not_waiting_says_so_and_fails_at_once(tmp_path: Path) -> None:
+    options = {"members": [_local("a", tmp_path, max_live=1)], "wait_for_capacity": False}
+    with SandboxRuntime(backend="spread", options=options):
+        waiting = SandboxRuntime(backend="spread", options=options, start_timeout=120)
+        began = time.monotonic()
+        with pytest.raises(QuotaExceededError, match=r"at once \(wait_for_capacity is false\)"):
+            waiting.start()
+        assert time.monotonic() - began < 5
+        waiting.close()
+
+
+def test_a_member_that_cannot_run_the_image_is_passed_over(
+    tmp_path: Path, docker_image: str
+) -> None:
+    """Once sent to local, which cannot run a container image: an error in 0.6 s, the work
+    lost.  Now placed on the member that can run it, or refused in one line if none can."""
+    require(docker_problem())
+    options = {"members": [_local("a", tmp_path), {"backend": "docker"}]}
+    with SandboxRuntime(backend="spread", image=docker_image, options=options) as sandbox:
+        assert sandbox.id.startswith("docker:")
+    only_local = {"members": [_local("a", tmp_path), _local("b", tmp_path)]}
+    refused = SandboxRuntime(backend="spread", image=docker_image, options=only_local)
+    with pytest.raises(ConfigError, match=r"no spread member can run image .*a: local backend"):
+        refused.start()
+    refused.close()
 
 
 def test_a_start_quota_spaces_starts_on_a_member(tmp_path: Path) -> None:
@@ -397,3 +425,22 @@ def test_the_swe_runner_runs_bundled_tasks_spread_from_the_command_line(tmp_path
     )  # fmt: skip
     assert bad.returncode == 2
     assert "members.0.max_live" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_bundled_tasks_over_docker_and_local_all_run_where_they_can(tmp_path: Path) -> None:
+    """docker (max 2) and local: the samples' container images run on docker only (once 8
+    of 10 went to local and failed there)."""
+    require(docker_problem())
+    members = [{"backend": "docker", "max_live": 2}, _local("a", tmp_path)]
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled", "--agent", "oracle",
+         "--backend", "spread", "--backend-option", f"members={json.dumps(members)}",
+         "-j", "2", "--limit", "4", "--report", str(report), "--quiet"],
+        env=env, capture_output=True, text=True, timeout=400, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(report.read_text())["tasks"]
+    assert [r["reward"] for r in results] == [1.0] * 4
+    assert _counts({"members": members})["a"][:3] == (0, 0, 0)  # local started nothing

@@ -249,6 +249,17 @@ class Backend(abc.ABC, Generic[OptionsT]):
         return None
 
     @classmethod
+    def cannot_run(cls, image: str | None, options: BackendOptions | None = None) -> str | None:
+        """Why sandboxes of ``image`` cannot start here at all, or ``None`` when they may.
+
+        Only what the backend knows without work: ``local`` runs host directories, not
+        container images.  ``None`` is no promise (a pull may still fail); the ``spread``
+        backend places a sandbox only on members that do not rule its image out.
+        """
+        del image, options
+        return None
+
+    @classmethod
     def service_quota(cls, options: BackendOptions | None = None) -> ServiceQuota | None:
         """What the service says this account may still start, where it says (one API call).
 

@@ -387,17 +387,26 @@ class LocalBackend(Backend[LocalOptions]):
             return None
         return [(str(name), target) for name, target in saved]
 
+    @classmethod
+    def cannot_run(cls, image: str | None, options: BackendOptions | None = None) -> str | None:
+        """A local sandbox's image is a host directory (its tree becomes the root) or none."""
+        del options
+        if image is None or Path(image).is_dir():
+            return None
+        return (
+            f"local backend: image must be a host directory to copy as the sandbox's "
+            f"root, got {image!r} (container images need the docker backend)"
+        )
+
     def _template(self) -> Path | None:
         if self._from_checkpoint is not None:
             return None
         if self.config.image is None:
             return None
+        why = self.cannot_run(self.config.image)
+        if why is not None:
+            raise SandboxStartError(why)
         template = Path(self.config.image)
-        if not template.is_dir():
-            raise SandboxStartError(
-                f"local backend: image must be a host directory to copy as the sandbox's "
-                f"root, got {self.config.image!r} (container images need the docker backend)"
-            )
         return template
 
     @property

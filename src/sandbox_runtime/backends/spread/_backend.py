@@ -131,11 +131,17 @@ class SpreadBackend(Backend[SpreadOptions]):
         """
         opts = cls.coerce_options(options)
         found: frozenset[Capability] | None = None
+        engine_images = False
         for member in opts.members:
             engine_cls, engine_options = _engine_of(member)
             own = engine_cls.capabilities_for(engine_options)
             found = own if found is None else found & own
-        return (found or frozenset()) - _NOT_DELEGATED
+            engine_images |= Capability.ENGINE_IMAGES in own and member.image is None
+        # Engine images where any member runs them: placement sends such a sandbox only to
+        # members that can run its image (Backend.cannot_run), so a member that cannot is
+        # passed over, never handed an image it would refuse.
+        extra = frozenset({Capability.ENGINE_IMAGES}) if engine_images else frozenset()
+        return ((found or frozenset()) | extra) - _NOT_DELEGATED
 
     @classmethod
     def availability(cls, options: BackendOptions | None = None) -> Availability:
@@ -181,9 +187,27 @@ class SpreadBackend(Backend[SpreadOptions]):
         config = engine_cls.configure(config, engine_options)
         return engine_cls(config.model_copy(update={"options": engine_options}), engine_options)
 
-    def _preference(self) -> list[SpreadMember]:
-        """Members in the order given, those that already hold the image first."""
-        members = list(self.options.members)
+    def _runnable(self) -> list[SpreadMember]:
+        """The members that can run this sandbox's image; a ConfigError naming why if none."""
+        able: list[SpreadMember] = []
+        reasons: list[str] = []
+        for member in self.options.members:
+            engine_cls, engine_options = _engine_of(member)
+            wanted = self.config.image if member.image is None else (member.image or None)
+            why = engine_cls.cannot_run(wanted, engine_options)
+            if why is None:
+                able.append(member)
+            else:
+                reasons.append(f"{member.label}: {why}")
+        if not able:
+            raise ConfigError(
+                f"no spread member can run image {self.config.image!r}: " + "; ".join(reasons)
+            )
+        return able
+
+    def _preference(self, members: list[SpreadMember]) -> list[SpreadMember]:
+        """``members`` in the order given, those that already hold the image first."""
+        members = list(members)
         image = self.config.image
         if image is None:
             return members
@@ -200,13 +224,15 @@ class SpreadBackend(Backend[SpreadOptions]):
 
     def start(self) -> None:
         """Place the sandbox on the first member with room that accepts it."""
-        deadline = time.monotonic() + self.config.start_timeout
+        began = time.monotonic()
+        deadline = began + self.config.start_timeout
         refusals: list[str] = []
-        for member in self.options.members:
+        runnable = self._runnable()
+        for member in runnable:
             _read_service_quota(member)
         while True:
             soonest = math.inf
-            for member in self._preference():
+            for member in self._preference(runnable):
                 ledger = ledger_for(member)
                 pause = ledger.try_reserve()
                 if pause is not None:
@@ -216,8 +242,8 @@ class SpreadBackend(Backend[SpreadOptions]):
                     return
             left = deadline - time.monotonic()
             if not self.options.wait_for_capacity or left <= 0:
-                waited = self.config.start_timeout
-                raise QuotaExceededError(_no_room(self.options, refusals, waited))
+                waited = time.monotonic() - began
+                raise QuotaExceededError(_no_room(runnable, refusals, waited, self.options))
             wait_for_change(min(soonest, left, 1.0))
 
     def _start_on(self, member: SpreadMember, ledger: MemberLedger, refusals: list[str]) -> bool:
@@ -397,14 +423,21 @@ def _read_service_quota(member: SpreadMember) -> None:
         ledger.set_service_quota(quota)
 
 
-def _no_room(options: SpreadOptions, refusals: list[str], waited: float) -> str:
-    """The message of a start no member took."""
+def _no_room(
+    members: list[SpreadMember], refusals: list[str], waited: float, options: SpreadOptions
+) -> str:
+    """The message of a start no member took (of those that can run its image)."""
     state = "; ".join(
         f"{ledger.member.label}: {ledger.live} live of {_cap(ledger.cap)}"
-        for ledger in map(ledger_for, options.members)
+        for ledger in map(ledger_for, members)
     )
     why = f" (refused: {'; '.join(refusals[-3:])})" if refusals else ""
-    return f"no spread member had room within {waited:.0f}s: {state}{why}"
+    when = (
+        "at once (wait_for_capacity is false)"
+        if not options.wait_for_capacity
+        else f"within {waited:.0f}s"
+    )
+    return f"no spread member had room {when}: {state}{why}"
 
 
 def _cap(cap: int | None) -> str:
