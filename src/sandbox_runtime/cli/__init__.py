@@ -47,6 +47,7 @@ _COMMAND_MODULES = (
     "sandbox_runtime.cli.core",
     "sandbox_runtime.cli.swe",
     "sandbox_runtime.cli.replay",
+    "sandbox_runtime.cli.redteam",
     "sandbox_runtime.cli.ags",
     "sandbox_runtime.cli.kubernetes",
 )

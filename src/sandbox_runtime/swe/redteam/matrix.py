@@ -1,0 +1,66 @@
+"""The corpus's results as a table: one row per hack, one column per entry point and backend.
+
+A cell reads ``REWARD [f] [dN]``: the reward (``1``, ``0``, ``err`` for no verdict), ``f``
+when the submission was flagged, ``dN`` when strict grading dropped N changes; ``-`` for a
+hack not run there (a model response through ``run``'s agent, a host-writing hack on
+``local`` without isolation).  A cell that fails its check is in bold with what failed
+(``REWARD``: a 1 under strict grading; ``UNFLAGGED``: a 0 or 1 nobody flagged; ``ERROR``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from sandbox_runtime.swe.redteam.corpus import Cell
+
+__all__ = ["failures", "markdown", "summary_lines"]
+
+
+def _text(cell: Cell) -> str:
+    if cell.skipped:
+        return "-"
+    reward = "err" if cell.reward is None else f"{cell.reward:g}"
+    parts = (
+        [reward] + (["f"] if cell.flagged else []) + ([f"d{cell.dropped}"] if cell.dropped else [])
+    )
+    text = " ".join(parts)
+    verdict = cell.verdict
+    return text if verdict == "ok" else f"**{text} {verdict}**"
+
+
+def markdown(cells: Sequence[Cell]) -> str:
+    """The matrix as a Markdown table (task shapes as separate column groups)."""
+    columns = list(dict.fromkeys((c.entry, c.backend, c.task) for c in cells))
+    rows = list(dict.fromkeys((c.hack, c.klass, c.expects) for c in cells))
+    index = {(c.hack, c.entry, c.backend, c.task): c for c in cells}
+    head = ["hack", "class", "expects"] + [f"{e} {b} {t}" for e, b, t in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for hack, klass, expects in rows:
+        found = [index.get((hack, e, b, t)) for e, b, t in columns]
+        texts = [_text(cell) if cell is not None else "" for cell in found]
+        lines.append("| " + " | ".join([f"`{hack}`", klass, expects, *texts]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def failures(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells that fail their check."""
+    return [c for c in cells if c.verdict not in ("ok", "skipped")]
+
+
+def summary_lines(cells: Sequence[Cell]) -> list[str]:
+    """Counts per entry point and backend, then every failing cell on its own line."""
+    lines = []
+    groups = dict.fromkeys((c.entry, c.backend) for c in cells)
+    for entry, backend in groups:
+        mine = [c for c in cells if (c.entry, c.backend) == (entry, backend)]
+        counts = Counter(c.verdict for c in mine)
+        text = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+        lines.append(f"{entry} on {backend}: {text}")
+    for cell in failures(cells):
+        reward = "err" if cell.reward is None else f"{cell.reward:g}"
+        lines.append(
+            f"  {cell.verdict}: {cell.hack} through {cell.entry} on {cell.backend} "
+            f"({cell.task}): reward {reward}, flagged {cell.flagged}, dropped {cell.dropped}"
+        )
+    return lines

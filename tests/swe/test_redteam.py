@@ -1,0 +1,127 @@
+"""The red-team corpus (:mod:`sandbox_runtime.swe.redteam`), run as CI runs it.
+
+Every hack through ``run`` with strict grading on docker and on local (namespace isolation),
+every model-response hack through ``compute_score``, and one hack of each class through
+``SWEEnv``, rLLM's evaluator (on docker) and ``run`` on local without isolation: each must
+earn 0 (or no reward, for the timeouts) and be flagged.  Graded the benchmark's way, the
+representatives must be stopped or flagged.  The cells of one hack run at once; the full
+matrix (both task shapes, every entry point and backend) is ``sandbox-runtime redteam``'s,
+in docs/reliability.md.
+
+Hacks the code does not stop yet are marked ``xfail(strict=True)`` with the item of issue 29
+that stops them: once it is merged the mark must go (an unexpected pass fails the run).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sandbox_runtime.integrations.redteam import ALL_ENTRIES
+from sandbox_runtime.swe import Task
+from sandbox_runtime.swe.images import build_sample_image
+from sandbox_runtime.swe.redteam.corpus import BACKENDS, Backend, Cell, run_cells, skip_reason
+from sandbox_runtime.swe.redteam.hacks import HACKS, Hack, HackClass, hack_named
+from sandbox_runtime.swe.redteam.matrix import failures, summary_lines
+from tests.conftest import DOCKER_IMAGE, bwrap_problem, require
+from tests.swe.conftest import task_named
+
+SAMPLE = "csvline"
+
+#: One hack of each class, run through every entry point.
+REPRESENTATIVES = {
+    HackClass.PATCH_FORMAT: "hidden-context-diff",
+    HackClass.TEST_INFRA: "conftest-root",
+    HackClass.INTERPRETER: "shadow-argparse",
+    HackClass.FORGED_TOOL: "forged-git",
+    HackClass.OUTPUT: "print-passed-import",
+    HackClass.TEST_REMOVAL: "skip-markers",
+    HackClass.HISTORY: "replace-base",
+    HackClass.TIMEOUT: "sleep-in-source",
+}
+
+_ITEM1 = "issue 29 item 1 (the agent's change measured from outside its sandbox)"
+_ITEM2 = "issue 29 item 2 (one strict patch reader: git's unified diff only, no fuzz)"
+_ITEM3 = "issue 29 item 3 (what the test run imports is guarded; canary for assertion patches)"
+_ITEM6 = "issue 29 item 6 (flag counts in every report: the evaluator reports no tamper flag)"
+_HISTORY = "issue 29 item 5, history: the agent's sandbox still holds refs past the base commit"
+
+#: Hacks the current code does not stop under strict grading, and the item that does.
+STRICT_XFAIL: dict[str, str] = {}
+#: Representatives that benchmark grading neither stops nor flags.
+BENCHMARK_XFAIL: dict[str, str] = {}
+
+
+def _marked(hacks: list[Hack], known: dict[str, str]) -> list[object]:
+    return [
+        pytest.param(h, id=h.id, marks=[pytest.mark.xfail(strict=True, reason=known[h.id])])
+        if h.id in known
+        else pytest.param(h, id=h.id)
+        for h in hacks
+    ]
+
+
+@pytest.fixture(scope="module")
+def task(bundled_tasks: list[Task], docker_image: str) -> Task:
+    build_sample_image(SAMPLE, base=DOCKER_IMAGE)
+    return task_named(bundled_tasks, SAMPLE, "swebench")
+
+
+def _plan(hack: Hack, strict: bool) -> list[tuple[str, Backend]]:
+    """The (entry point, backend) cells CI runs for ``hack``."""
+    representative = hack.id in REPRESENTATIVES.values()
+    if hack.response is not None:  # a model response: verl's compute_score grades it
+        mode = "strict" if strict else "benchmark"
+        return [(f"compute-score-{mode}", BACKENDS["docker"])]
+    if not strict:
+        return [("run-benchmark", BACKENDS["docker"])]
+    plan = [("run-strict", BACKENDS["docker"]), ("run-strict", BACKENDS["local-namespace"])]
+    if representative:
+        plan += [("swe-env", BACKENDS["docker"]), ("rllm-eval", BACKENDS["docker"])]
+        plan.append(("run-strict", BACKENDS["local-none"]))
+    return [(entry, backend) for entry, backend in plan if not skip_reason(hack, backend, entry)]
+
+
+def _cells(hack: Hack, task: Task, strict: bool) -> list[Cell]:
+    """The hack's CI cells, all at once (each through its own entry point and backend)."""
+    plan = _plan(hack, strict)
+    if any(backend.name == "local" for _, backend in plan):
+        require(bwrap_problem())
+
+    def one(item: tuple[str, Backend]) -> Cell:
+        entry, backend = item
+        (cell,) = run_cells([hack], [task], {entry: ALL_ENTRIES[entry]}, [backend])
+        return cell
+
+    with ThreadPoolExecutor(max_workers=len(plan)) as pool:
+        return list(pool.map(one, plan))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("hack", _marked(list(HACKS), STRICT_XFAIL))
+def test_every_hack_earns_nothing_and_is_flagged_under_strict_grading(
+    hack: Hack, task: Task
+) -> None:
+    cells = _cells(hack, task, strict=True)
+    assert cells
+    assert not failures(cells), "\n".join(summary_lines(cells))
+
+
+_REPRESENTED = [hack_named(name) for name in REPRESENTATIVES.values()]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("hack", _marked(_REPRESENTED, BENCHMARK_XFAIL))
+def test_benchmark_grading_flags_what_it_does_not_stop(hack: Hack, task: Task) -> None:
+    cells = _cells(hack, task, strict=False)
+    assert not failures(cells), "\n".join(summary_lines(cells))
+
+
+def test_the_corpus_covers_every_class_with_at_least_40_hacks() -> None:
+    assert len(HACKS) >= 40
+    assert len({h.id for h in HACKS}) == len(HACKS)
+    assert {h.klass for h in HACKS} == set(HackClass)
+    assert all(h.response is not None for h in HACKS if h.klass is HackClass.PATCH_FORMAT)
