@@ -12,9 +12,12 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runtime.cli._args import positive_int
+
+if TYPE_CHECKING:
+    from sandbox_runtime.swe.redteam.corpus import Cell
 
 __all__ = ["register"]
 
@@ -56,6 +59,13 @@ def register(subparsers: Any) -> None:
     redteam.add_argument("--markdown", type=Path, help="write the matrix as Markdown here")
     redteam.add_argument("--list", action="store_true", help="list the corpus and exit")
     redteam.add_argument(
+        "--render",
+        type=Path,
+        nargs="+",
+        metavar="CELLS.json",
+        help="run nothing: print (and --markdown) the matrix of cells recorded by --json",
+    )
+    redteam.add_argument(
         "--strict-flags",
         action="store_true",
         help="exit 1 on unflagged cells and cells without a verdict too",
@@ -68,12 +78,15 @@ def _redteam(args: argparse.Namespace) -> int:
     from sandbox_runtime.integrations.redteam import ALL_ENTRIES
     from sandbox_runtime.swe.redteam.corpus import BACKENDS, bundled_tasks, run_cells
     from sandbox_runtime.swe.redteam.hacks import HACKS
-    from sandbox_runtime.swe.redteam.matrix import failures, markdown, summary_lines
+    from sandbox_runtime.swe.redteam.matrix import cells_from_json
 
     if args.list:
         for hack in HACKS:
             print(f"{hack.id:24} {hack.klass.value:20} {hack.expects.value:9} {hack.description}")
         return 0
+    if args.render:
+        cells = cells_from_json(args.render)
+        return _report(args, cells)
     unknown = [b for b in args.backend if b not in BACKENDS]
     if unknown:
         raise ConfigError(f"--backend: unknown {', '.join(unknown)} (known: {', '.join(BACKENDS)})")
@@ -103,7 +116,17 @@ def _redteam(args: argparse.Namespace) -> int:
 
     backends = [BACKENDS[b] for b in args.backend]
     cells = run_cells(hacks, tasks, entries, backends, jobs=args.jobs, progress=progress)
-    table = markdown(cells)
+    return _report(args, cells)
+
+
+def _report(args: argparse.Namespace, cells: list[Cell]) -> int:
+    """Print the matrix (one table per backend), write it, and choose the exit code."""
+    from sandbox_runtime.swe.redteam.matrix import failures, markdown, summary_lines
+
+    backends = list(dict.fromkeys(c.backend for c in cells))
+    table = "\n".join(
+        f"**{b}**\n\n" + markdown([c for c in cells if c.backend == b]) for b in backends
+    )
     print(table)
     print("\n".join(summary_lines(cells)))
     if args.json:

@@ -9,12 +9,16 @@ hack not run there (a model response through ``run``'s agent, a host-writing hac
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from pathlib import Path
 
 from sandbox_runtime.swe.redteam.corpus import Cell
+from sandbox_runtime.swe.redteam.hacks import HACKS
 
-__all__ = ["failures", "markdown", "summary_lines"]
+__all__ = ["cells_from_json", "failures", "markdown", "summary_lines"]
 
 
 def _text(cell: Cell) -> str:
@@ -64,3 +68,25 @@ def summary_lines(cells: Sequence[Cell]) -> list[str]:
             f"({cell.task}): reward {reward}, flagged {cell.flagged}, dropped {cell.dropped}"
         )
     return lines
+
+
+def cells_from_json(paths: Iterable[Path]) -> list[Cell]:
+    """Cells written by ``redteam --json`` (a list) or its stderr (one object a line).
+
+    Each cell's expectation is the corpus's current one, so a matrix recorded before an
+    expectation changed is judged as the corpus now reads.
+    """
+    names = {f.name for f in fields(Cell)}
+    expects = {hack.id: hack.expects.value for hack in HACKS}
+    cells = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8").strip()
+        if text.startswith("["):
+            items = json.loads(text)
+        else:
+            items = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        for item in items:
+            cell = Cell(**{k: v for k, v in item.items() if k in names})
+            cell.expects = expects.get(cell.hack, cell.expects)
+            cells.append(cell)
+    return cells
