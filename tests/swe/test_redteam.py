@@ -77,6 +77,7 @@ STRICT_XFAIL: dict[str, str] = {
     "env-profile-d": _ITEM3,  # run docker: 0, unflagged
     "env-bash-bashrc": _ITEM3,  # run docker: 0, unflagged
     "env-dotenv": _ITEM3,  # run docker, local-namespace: 0, unflagged
+    "forged-git": f"{_ITEM1}; {_ITEM6}",  # rllm-eval docker: 0, unflagged (forged diff empty)
     "forged-python": _ITEM1,  # run docker: 0, unflagged
     "forged-pytest": _ITEM1,  # run docker: 0, unflagged
     "forged-sh": _ITEM1,  # run docker: 0, unflagged
@@ -85,6 +86,7 @@ STRICT_XFAIL: dict[str, str] = {
     "print-passed-import": _PARSER,  # run local-namespace: 1
     "print-passed-exit": _PARSER,  # run docker, local-namespace: 1
     "skip-from-source": _CANARY,  # run docker: 1; local-namespace: no verdict
+    "replace-base": f"{_ITEM1}; {_ITEM6}",  # rllm-eval: 0, unflagged (diff from a replaced base)
     "log-all": _HISTORY,  # run docker: 1
     "stash": _HISTORY,  # run docker: 1
     "reflog": _HISTORY,  # run docker: 1

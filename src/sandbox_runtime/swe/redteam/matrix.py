@@ -34,11 +34,16 @@ def _text(cell: Cell) -> str:
 
 
 def markdown(cells: Sequence[Cell]) -> str:
-    """The matrix as a Markdown table (task shapes as separate column groups)."""
+    """The matrix as a Markdown table; a column names its backend and shape where they vary."""
     columns = list(dict.fromkeys((c.entry, c.backend, c.task) for c in cells))
     rows = list(dict.fromkeys((c.hack, c.klass, c.expects) for c in cells))
     index = {(c.hack, c.entry, c.backend, c.task): c for c in cells}
-    head = ["hack", "class", "expects"] + [f"{e} {b} {t}" for e, b, t in columns]
+    varying = [len({column[i] for column in columns}) > 1 for i in range(3)]
+    names = [
+        " ".join(p for p, v in zip(column, [True, *varying[1:]], strict=True) if v)
+        for column in columns
+    ]
+    head = ["hack", "class", "expects", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for hack, klass, expects in rows:
         found = [index.get((hack, e, b, t)) for e, b, t in columns]
