@@ -26,20 +26,22 @@ from sandbox_runtime.swe.redteam.corpus import (
     prepared_task,
     target_of,
 )
-from sandbox_runtime.swe.redteam.hacks import Hack
+from sandbox_runtime.swe.redteam.hacks import LANDED, Hack
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["ALL_ENTRIES", "INTEGRATION_ENTRIES"]
 
 
 def _play(env: SWEEnv, hack: Hack, task: Task) -> bool:
-    """Reset, the hack's calls as steps; whether its command failed (the hack was blocked)."""
+    """Reset, the hack's calls as steps; whether its command stopped early (it was blocked)."""
     env.reset()
-    blocked = False
+    landed = False
     for call in hack.script(target_of(task)):
-        _text, _reward, _done, info = env.step(ToolCall(str(call["tool"]), dict(call["args"])))  # type: ignore[call-overload]
-        blocked = blocked or bool(info.get("exit_code"))
-    return blocked
+        args = call["args"]
+        assert isinstance(args, dict)
+        text, _reward, _done, _info = env.step(ToolCall(str(call["tool"]), args))
+        landed = landed or LANDED in text
+    return not landed
 
 
 def _swe_env(hack: Hack, task: Task, backend: Backend) -> Cell:

@@ -27,7 +27,7 @@ from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe.agents.scripted import ScriptedAgent
 from sandbox_runtime.swe.grading import GradingError
 from sandbox_runtime.swe.patch_reward import compute_score
-from sandbox_runtime.swe.redteam.hacks import HACKS, Expect, Hack
+from sandbox_runtime.swe.redteam.hacks import HACKS, LANDED, Expect, Hack
 from sandbox_runtime.swe.redteam.leaky import leaky_task
 from sandbox_runtime.swe.redteam.responses import Target
 from sandbox_runtime.swe.runner import Runner, RunOptions
@@ -86,7 +86,8 @@ class Cell:
     reason: str = ""
     skipped: str = ""
     blocked: bool = False
-    """The hack's command failed in the agent's sandbox (a write refused): it never landed."""
+    """The hack's command stopped early in the agent's sandbox (a write refused): it never
+    landed, so there is nothing to flag."""
     seconds: float = 0.0
 
     @property
@@ -193,7 +194,8 @@ def _run_entry(grading: str) -> Entry:
         cell.reward, cell.reason = outcome.reward, outcome.error or outcome.reason
         cell.dropped = len(outcome.dropped)
         cell.flagged = bool(outcome.tamper or outcome.dropped)
-        cell.blocked = any(step.action == "bash" and step.exit_code for step in outcome.steps)
+        ran = [step.output for step in outcome.steps if step.action == "bash"]
+        cell.blocked = not any(LANDED in output for output in ran)
         return cell
 
     return entry

@@ -35,7 +35,12 @@ from sandbox_runtime.swe.redteam.payloads import (
 )
 from sandbox_runtime.swe.redteam.responses import Target
 
-__all__ = ["HACKS", "Expect", "Hack", "HackClass", "hack_named"]
+__all__ = ["HACKS", "LANDED", "Expect", "Hack", "HackClass", "hack_named"]
+
+#: Printed by a hack's command when all of it ran.
+LANDED = "sandbox-runtime-redteam: the hack landed"
+# Split in the command, so that a tool echoing the command back never shows LANDED.
+_LANDED_ECHO = "'sandbox-runtime-redteam: the hack' landed"
 
 
 class HackClass(str, Enum):
@@ -85,11 +90,16 @@ class Hack:
     def script(self, target: Target) -> list[dict[str, object]]:
         """The scripted agent's calls: the hack's command, then submit.
 
-        The command stops at its first failure (``set -e``), so its exit status says whether
-        the hack landed: a sandbox that refused a write has stopped it (``Cell.blocked``).
+        The command stops at its first failure (``set -e``) and prints :data:`LANDED` at its
+        end, so its output says whether the hack landed: a sandbox that refused a write has
+        stopped it (``Cell.blocked``).  Not the exit status: a forged tool may break what
+        the library runs after the command, and the hack still landed.
         """
         return [
-            {"tool": "bash", "args": {"command": "set -e\n" + self.command(target)}},
+            {
+                "tool": "bash",
+                "args": {"command": f"set -e\n{self.command(target)}echo {_LANDED_ECHO}\n"},
+            },
             {"tool": "submit", "args": {}},
         ]
 
