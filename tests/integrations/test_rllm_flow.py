@@ -383,7 +383,7 @@ def test_the_evaluator_grades_strictly_unless_told_otherwise(
 ) -> None:
     """A conftest that forces every test to pass earns 0 by default and 1 under ``benchmark``."""
     from sandbox_runtime.swe.images import build_sample_image
-    from tests.swe.hack_corpus import FORCE_PASS
+    from sandbox_runtime.swe.redteam.payloads import FORCE_PASS
 
     build_sample_image("pager", base=docker_image)
     task = task_named(bundled_tasks, "pager", "swebench")

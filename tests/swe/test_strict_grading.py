@@ -1,9 +1,7 @@
 """Strict grading: a gamed test never earns a reward, an honest fix still does.
 
-The corpus (:mod:`tests.swe.hack_corpus`) is run by the scripted agent on both task shapes of
-one bundled sample (an R2E-Gym row and a SWE-bench row), graded the benchmark's way in the
-agent's own sandbox (``same``: what an R2E-Gym trainer gets; most hacks earn 1 there) and
-strictly; every hack must earn 0 under strict grading, and the gold patch 1.
+What strict grading keeps and drops, and the gold patches still earning 1; the reward-hack
+corpus itself runs in :mod:`tests.swe.test_redteam` (:mod:`sandbox_runtime.swe.redteam`).
 """
 
 from __future__ import annotations
@@ -18,12 +16,14 @@ import pytest
 
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe import Task
-from sandbox_runtime.swe.agents.scripted import ScriptedAgent
 from sandbox_runtime.swe.agents.simple import OracleAgent
 from sandbox_runtime.swe.formats.swebench import SWEBenchGrading
 from sandbox_runtime.swe.images import build_sample_image
 from sandbox_runtime.swe.patch_reward import compute_score
-from sandbox_runtime.swe.report import TaskOutcome, summary
+from sandbox_runtime.swe.redteam.hacks import hack_named
+from sandbox_runtime.swe.redteam.payloads import FORCE_PASS
+from sandbox_runtime.swe.redteam.responses import Target
+from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.runner import Runner, RunOptions
 from sandbox_runtime.swe.strict import (
     drop_reason,
@@ -34,7 +34,6 @@ from sandbox_runtime.swe.strict import (
 )
 from tests.conftest import DOCKER_IMAGE, bwrap_problem, require
 from tests.swe.conftest import task_named
-from tests.swe.hack_corpus import FORCE_PASS, HACKS, Hack
 
 SAMPLE = "pager"
 
@@ -184,50 +183,10 @@ def _run(
     return Runner(tasks, lambda: agent, options).run()  # type: ignore[arg-type, return-value]
 
 
-def _rewards(
-    tasks: list[Task], hack: Hack, grading: str, backend: str = "docker", **options: str
-) -> list[TaskOutcome]:
-    grade_in = "fresh" if grading == "strict" else "same"
-    agent = ScriptedAgent(hack.script(_failing(tasks[1])))
-    return _run(tasks, agent, grading, grade_in, backend, **options)
-
-
-def _check_strict(hack: Hack, same: list[TaskOutcome], strict: list[TaskOutcome]) -> None:
-    """Every strict outcome is a real 0 that names what it was graded without."""
-    figures = {
-        o.format: {
-            "same": (s.reward, s.reason),
-            "strict": (o.reward, o.reason),
-            "dropped": [change["path"] for change in o.dropped],
-        }
-        for s, o in zip(same, strict, strict=True)
-    }
-    print(f"\n{hack.name}: {json.dumps(figures)}")
-    for outcome in strict:
-        assert outcome.error is None, outcome.reason
-        assert (outcome.reward, outcome.grade_in, outcome.grading) == (0.0, "fresh", "strict")
-        assert outcome.reason.startswith("tests failed: "), outcome.reason
-        assert outcome.dropped, "the outcome names what it was graded without"
-    assert summary(strict)["dropped"] == len(strict)
-
-
 @pytest.fixture(scope="module")
 def sample_tasks(bundled_tasks: list[Task], docker_image: str) -> list[Task]:
     build_sample_image(SAMPLE, base=DOCKER_IMAGE)
     return [task_named(bundled_tasks, SAMPLE, "r2e"), task_named(bundled_tasks, SAMPLE, "swebench")]
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-@pytest.mark.parametrize("hack", HACKS, ids=[hack.name for hack in HACKS])
-def test_every_known_hack_earns_0_under_strict_grading_on_both_task_shapes(
-    hack: Hack, sample_tasks: list[Task]
-) -> None:
-    same = _rewards(sample_tasks, hack, "benchmark")
-    _check_strict(hack, same, _rewards(sample_tasks, hack, "strict"))
-
-
-_IN_REPOSITORY = [hack for hack in HACKS if not hack.interpreter]
 
 
 @pytest.fixture
@@ -237,21 +196,6 @@ def local_tasks(bundled_tasks: list[Task]) -> list[Task]:
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     rows = [task_named(bundled_tasks, SAMPLE, "r2e"), task_named(bundled_tasks, SAMPLE, "swebench")]
     return [task.model_copy(update={"env": {**task.env, "PATH": path}}) for task in rows]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("hack", _IN_REPOSITORY, ids=[hack.name for hack in _IN_REPOSITORY])
-def test_the_hacks_inside_the_sandbox_earn_0_on_local_namespaces_too(
-    hack: Hack, local_tasks: list[Task]
-) -> None:
-    """On ``local`` the interpreter is the host's: hacks that write to it are left out.
-
-    Inside bubblewrap the sample's runner finds no pytest and falls back to ``unittest``, so
-    the pytest hacks do not bite here even graded the benchmark's way; what this shows is
-    strict grading dropping and reporting the same way on ``local`` (docker shows the hacks).
-    """
-    same = _rewards(local_tasks, hack, "benchmark", "local", isolation="namespace")
-    _check_strict(hack, same, _rewards(local_tasks, hack, "strict", "local", isolation="namespace"))
 
 
 @pytest.mark.slow
@@ -295,9 +239,9 @@ def test_run_grading_strict_reports_and_counts_what_it_dropped(
     sample_tasks: list[Task], tmp_path: Path
 ) -> None:
     """The CLI: ``--grading strict`` in the report's run section, each entry and the summary."""
-    (conftest,) = [hack for hack in HACKS if hack.name == "conftest"]
+    conftest = hack_named("conftest-root")
     script, report = tmp_path / "script.json", tmp_path / "report.json"
-    script.write_text(json.dumps(conftest.script([])))
+    script.write_text(json.dumps(conftest.script(Target("pager", "tests/test_pages.py", ()))))
     task = sample_tasks[0]
     command = [sys.executable, "-m", "sandbox_runtime.cli", "run", "bundled"]
     command += ["--select", task.task_id, "--backend", "docker", "--agent", "scripted"]
