@@ -48,7 +48,6 @@ _COMMAND_MODULES = (
     "sandbox_runtime.cli.swe",
     "sandbox_runtime.cli.replay",
     "sandbox_runtime.cli.view",
-
     "sandbox_runtime.cli.redteam",
     "sandbox_runtime.cli.ags",
     "sandbox_runtime.cli.kubernetes",
