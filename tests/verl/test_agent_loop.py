@@ -87,8 +87,10 @@ class ScriptedServer:
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
     ) -> TokenOutput:
-        replies = self.scripts.setdefault(request_id, self.waiting.pop(0) if self.waiting else [])
-        reply = replies.pop(0) if replies else FINISH
+        if request_id not in self.scripts:
+            self.scripts[request_id] = self.waiting.pop(0)
+        replies = self.scripts[request_id]
+        reply = replies.pop(0)
         ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
         ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
         self.calls.setdefault(request_id, []).append((list(prompt_ids), ids))
