@@ -32,6 +32,9 @@ resolve() {  # resolve STACK COMMAND...: the documented command, with --dry-run
 resolve stack-seeds uv pip install -r requirements/stack-seeds.txt '.[all]'
 resolve stack-main uv pip install -r requirements/stack-main.txt '.[all]'
 resolve stack-main-verl08 uv pip install -r requirements/stack-main-verl08.txt --override requirements/stack-main-verl08.overrides '.[all]'
+# ... and the project's own test dependencies beside today's lock (its tests in the training
+# venv; the other two locks hold rich 15 already, checked by hand on 2026-11-28).
+resolve stack-main-test uv pip install -r requirements/stack-main.txt '.[all,test]'
 
 # ... and the override is still what makes the verl 0.8.0 variant resolve (else drop it).
 if uv pip install -r requirements/stack-main-verl08.txt '.[all]' --dry-run --quiet \
@@ -39,3 +42,24 @@ if uv pip install -r requirements/stack-main-verl08.txt '.[all]' --dry-run --qui
   echo "stack-main-verl08 resolves without rLLM's numpy override: drop the override" >&2
   exit 1
 fi
+
+# The [train] extra (README, docs/training.md) with plain pip, as a user without uv installs
+# it: its own venv with a current pip (26+ reads PEP 658 metadata instead of fetching wheels).
+# --ignore-installed: resolve everything, as in a fresh venv.  Where this machine's pip
+# configuration caps torch (/etc/xdg/pip), pip applies the cap; the pin (2.11.0) is under it.
+[ -x .venv-train-pip/bin/python ] || python3 -m venv .venv-train-pip
+.venv-train-pip/bin/python -m pip install --quiet --disable-pip-version-check 'pip>=26'
+started=$SECONDS
+if ! PATH="$PWD/.venv-train-pip/bin:$PATH" python -m pip install '.[train]' --dry-run --quiet \
+  --disable-pip-version-check --ignore-installed --report .venv-train-pip/train.json \
+  >.venv-train-pip/train.log 2>&1; then
+  cat .venv-train-pip/train.log >&2
+  echo "[train]: does not resolve with pip" >&2
+  exit 1
+fi
+seconds=$((SECONDS - started))
+echo "[train]: resolved by pip $(.venv-train-pip/bin/python -m pip --version | cut -d' ' -f2) in $seconds s" \
+  "($(.venv-train-pip/bin/python -c 'import json; print(len(json.load(open(".venv-train-pip/train.json"))["install"]))') packages)"
+# The goal is under 5 minutes (docs/training.md); a loaded machine can miss it with nothing
+# wrong, so that only warns.
+[ "$seconds" -le 300 ] || echo "[train]: WARNING: over the 5-minute goal; pin what pip backtracked on" >&2

@@ -32,5 +32,5 @@ lock() {  # lock NAME [extra uv arguments]
 }
 
 lock stack-seeds
-lock stack-main
+lock stack-main --override requirements/stack-main.overrides
 lock stack-main-verl08 --override requirements/stack-main-verl08.overrides

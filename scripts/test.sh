@@ -110,15 +110,22 @@ if [ "$#" -eq 0 ]; then
   if [ ! -x .venv-verl/bin/python ]; then
     python3 -m venv .venv-verl
   fi
-  if ! .venv-verl/bin/python -c 'import verl, torch, sandbox_runtime, pytest_timeout' 2>/dev/null; then
+  if ! .venv-verl/bin/python -c 'import verl, torch, sandbox_runtime, pytest_timeout, pytest_asyncio, docker, cachetools, fastapi, uvicorn' 2>/dev/null; then
     # torch 2.13.0 first: on this machine kind pip takes its CPU build from the local disk,
     # so verl's own torch requirement is already met and no CUDA build is downloaded.
+    # verl's agent loop imports cachetools, fastapi and uvicorn, which verl 0.9.1 does not
+    # declare (vLLM brings them on a GPU machine); its own CPU tests need pytest-asyncio.
     .venv-verl/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
     .venv-verl/bin/python -m pip install --quiet --disable-pip-version-check \
-      verl==0.9.1 -e '.[datasets]' pytest pytest-timeout
+      verl==0.9.1 -e '.[datasets,docker]' pytest pytest-timeout pytest-asyncio \
+      cachetools fastapi uvicorn
   fi
   .venv-verl/bin/python -m pytest tests/verl -q
-  log "the training stacks resolve with docs/training.md's commands (uv, --dry-run)"
+  log "verl's own agent-loop and tool CPU tests (shipped in its wheel; run where they expect)"
+  verl_site="$(.venv-verl/bin/python -c 'import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))')"
+  (cd "$verl_site" && "$root/.venv-verl/bin/python" -m pytest -q -p no:cacheprovider \
+    tests/experimental/agent_loop/*_on_cpu.py tests/tools/*_on_cpu.py)
+  log "the training stacks and the [train] extra resolve with docs/training.md's commands (--dry-run)"
   bash scripts/check-stacks.sh
   log "kubernetes tests with the oldest supported kubernetes client"
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \

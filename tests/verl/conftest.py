@@ -9,3 +9,9 @@ from __future__ import annotations
 import importlib.util
 
 collect_ignore_glob = [] if importlib.util.find_spec("verl") is not None else ["test_*.py"]
+
+if importlib.util.find_spec("verl") is not None:
+    # The bundled tasks and the per-session sample cache, as the SWE tests have them.
+    from tests.swe.conftest import _sample_cache, bundled_tasks
+
+    __all__ = ["_sample_cache", "bundled_tasks"]

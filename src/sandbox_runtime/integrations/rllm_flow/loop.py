@@ -21,8 +21,17 @@ from typing import Any
 
 from sandbox_runtime.integrations.rllm.env import SWEEnv
 from sandbox_runtime.swe.parquet import issue_text
+from sandbox_runtime.swe.task import Task as SWETask
 
-__all__ = ["SYSTEM_PROMPT", "LoopResult", "Reply", "Turn", "first_message", "run_loop"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "LoopResult",
+    "Reply",
+    "Turn",
+    "first_message",
+    "run_loop",
+    "task_message",
+]
 
 SYSTEM_PROMPT = """You are a software engineer fixing an issue in a repository inside a sandbox.
 Work in steps. In every reply call exactly one tool, written as
@@ -82,13 +91,18 @@ class LoopResult:
     accounting: dict[str, Any]
 
 
-def first_message(env: SWEEnv) -> str:
+def task_message(task: SWETask) -> str:
     """The task as the first user message: where the repository is and the issue."""
-    issue = issue_text(env.task).strip()
+    issue = issue_text(task).strip()
     return (
-        f"The repository is at {env.task.workdir}, the working directory of every command.\n"
+        f"The repository is at {task.workdir}, the working directory of every command.\n"
         f"Resolve this issue:\n\n<issue>\n{issue}\n</issue>"
     )
+
+
+def first_message(env: SWEEnv) -> str:
+    """:func:`task_message` for the environment's task."""
+    return task_message(env.task)
 
 
 def _act(env: SWEEnv, reply: Reply, messages: list[dict[str, Any]]) -> tuple[Any, str, bool]:
