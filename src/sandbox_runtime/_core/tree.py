@@ -182,7 +182,7 @@ def _tree(
 def watched_state(
     get_archive: Callable[[str], bytes], paths: Iterable[str]
 ) -> dict[str, TreeEntry | None]:
-    """The state of single watched paths (a directory counts only as present).
+    """The state of watched paths (of each file under a watched directory), by absolute path.
 
     A path ending in ``/`` stands for a whole directory, which only backends that list
     changes cheaply (an engine, a host) watch; one archive of it would cost a download.
@@ -196,7 +196,11 @@ def watched_state(
         except SandboxFileNotFoundError:
             found[path] = None
             continue
-        found[path] = entries.get("")
+        for rel, entry in entries.items():
+            # A directory (the task's tests outside the repository): every file under it.
+            if entry.kind != "dir" and not ignored(rel):
+                found[f"{path.rstrip('/')}/{rel}" if rel else path] = entry
+        found.setdefault(path, entries.get(""))
     return found
 
 
@@ -235,5 +239,5 @@ def generic_changes(get_archive: Callable[[str], bytes], mark: TreeMark) -> Tree
     after, contents = _tree(get_archive, mark.root)
     changes, git = compare(mark.entries, after, contents)
     now = watched_state(get_archive, mark.watch)
-    outside = [path for path in mark.watch if now.get(path) != mark.watched.get(path)]
+    outside = sorted(p for p in set(now) | set(mark.watched) if now.get(p) != mark.watched.get(p))
     return TreeChanges(changes, git, outside, source=mark.source)

@@ -27,7 +27,6 @@ from sandbox_runtime.backend_kit import (
     compare_trees,
     entries_from_archive,
     relative,
-    watched_state,
 )
 from sandbox_runtime.errors import SandboxFileNotFoundError
 
@@ -68,14 +67,23 @@ def overlay_sees(mounts: Iterable[Mapping[str, object]], root: str) -> bool:
     return True
 
 
-def _is_parent(path: str, listed: Iterable[str]) -> bool:
-    prefix = path.rstrip("/") + "/"
-    return any(other.startswith(prefix) for other in listed)
+def _parents(listed: Iterable[str]) -> set[str]:
+    """Every directory above a listed path (the overlay lists a changed file's directories too)."""
+    found: set[str] = set()
+    for path in listed:
+        parent = posixpath.dirname(path)
+        while parent not in found and parent != "/":
+            found.add(parent)
+            parent = posixpath.dirname(parent)
+    return found
 
 
 def _read(get_archive: Callable[[str], bytes], root: str, paths: list[str]) -> dict[str, TreeEntry]:
-    """Entries (relative to ``root``) of ``paths`` and their bytes, read through the engine."""
-    if len(paths) > _BULK:
+    """Entries (relative to ``root``) of ``paths``, read through the engine.
+
+    Many paths under a tree are read as one archive of it; never ``/`` (the whole container).
+    """
+    if len(paths) > _BULK and root != "/":
         top = posixpath.basename(root.rstrip("/")) or "."
         entries, _ = entries_from_archive(get_archive(root), top)
         wanted = {relative(root, path) for path in paths}
@@ -128,12 +136,11 @@ def _contents(
 
 def _inside(root: str, listed: Mapping[str, int]) -> list[str]:
     """The listed files and links under ``root`` (directories, named by their children, not)."""
+    parents = _parents(listed)
     return sorted(
         path
         for path, kind in listed.items()
-        if relative(root, path) not in (None, "")
-        and kind != _DELETED
-        and not _is_parent(path, listed)
+        if relative(root, path) not in (None, "") and kind != _DELETED and path not in parents
     )
 
 
@@ -145,11 +152,32 @@ def engine_mark(
 ) -> TreeMark:
     """Mark ``root``: the overlay's list now, and the digests of what setup already changed."""
     entries = _read(get_archive, root, _inside(root, listed))
-    # The overlay's list names every later change outside the tree; only a watched file
-    # that setup already changed (and so stays listed) needs its bytes kept.
-    watch = tuple(path for path in dict.fromkeys(watch) if path in listed)
-    watched = watched_state(get_archive, watch)
+    # The overlay's list names every later change outside the tree by a new kind; a watched
+    # path that setup already changed stays listed with the same kind, so its state is kept.
+    watch = tuple(dict.fromkeys(watch))
+    tracked = _tracked(listed, watch)
+    watched: dict[str, TreeEntry | None] = dict.fromkeys(tracked)
+    watched.update(_absolute(_read(get_archive, "/", tracked)))
     return TreeMark(root, watch, entries, watched, source="engine", state=EngineTree(listed))
+
+
+def _tracked(listed: Mapping[str, int], watch: Iterable[str]) -> list[str]:
+    """The listed files under the watched paths; a whole directory (``/``) only if few."""
+    files = [w for w in watch if not w.endswith("/")]
+    whole = [w.rstrip("/") for w in watch if w.endswith("/")]
+
+    def under(path: str, roots: list[str]) -> bool:
+        return any(relative(root, path) is not None for root in roots)
+
+    parents = _parents(listed)
+    candidates = [path for path, kind in listed.items() if kind != _DELETED and path not in parents]
+    tracked = [path for path in candidates if under(path, files)]
+    in_dirs = [path for path in candidates if under(path, whole) and path not in tracked]
+    return sorted(tracked + (in_dirs if len(in_dirs) <= _BULK else []))
+
+
+def _absolute(found: Mapping[str, TreeEntry]) -> dict[str, TreeEntry]:
+    return {"/" + rel: entry for rel, entry in found.items()}
 
 
 def engine_changes(
@@ -160,10 +188,11 @@ def engine_changes(
     before_listed = mark.state.listed
     root = mark.root
     everything = {**before_listed, **listed}
+    parents = _parents(listed)
     candidates = [
         path
         for path in sorted(everything)
-        if relative(root, path) not in (None, "") and not _is_parent(path, listed)
+        if relative(root, path) not in (None, "") and path not in parents
     ]
     now, contents = _contents(
         get_archive, root, [path for path in candidates if listed.get(path) != _DELETED]
@@ -186,11 +215,12 @@ def engine_changes(
     outside = sorted(
         path
         for path, kind in listed.items()
-        if relative(root, path) is None and before_listed.get(path) != kind
+        if relative(root, path) is None and before_listed.get(path) != kind and path not in parents
     )
-    if mark.watch:
-        watched = watched_state(get_archive, mark.watch)
-        outside += [p for p in mark.watch if watched.get(p) != mark.watched.get(p)]
+    if mark.watched:
+        again = [path for path in mark.watched if listed.get(path, _DELETED) != _DELETED]
+        watched = _absolute(_read(get_archive, "/", again))
+        outside += [p for p in mark.watched if watched.get(p) != mark.watched.get(p)]
     return TreeChanges(
         changes,
         git,
