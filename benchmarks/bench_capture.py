@@ -14,7 +14,10 @@ import argparse
 import json
 import statistics
 import time
+import uuid
 from collections.abc import Callable
+
+import docker
 
 from sandbox_runtime import SandboxRuntime
 from sandbox_runtime._core.tree import TreeChanges, TreeMark
@@ -58,17 +61,22 @@ def main() -> None:
     else:
         fields["options"] = {"isolation": "namespace"}
     size = int(args.size_mb * 1024 * 1024)
-    diff_s, mark_s, changes_s = [], [], []
+    diff_s: list[float] = []
+    mark_s: list[float] = []
+    changes_s: list[float] = []
     marks: list[TreeMark] = []
     found: list[TreeChanges] = []
-    with SandboxRuntime(**fields) as sandbox:
-        made = sandbox.exec(_MAKE.format(files=args.files, size=size), cwd="/", timeout=900)
-        assert made.exit_code == 0, made.output
-        for round_ in range(args.rounds):
-            mark_s.append(_time(lambda: marks.append(sandbox.mark_tree())))
-            sandbox.exec(_EDIT.format(round=round_, gone=4 + 50 * round_))
-            changes_s.append(_time(lambda: found.append(sandbox.tree_changes(marks[-1]))))
-            diff_s.append(_time(sandbox.diff))
+    image = None
+    if args.backend == "docker":
+        # As in SWE images, the repository is in the image, not made by setup (the engine
+        # then lists only what changes after the start).
+        image = _baked_image(args.image, _MAKE.format(files=args.files, size=size))
+        fields["image"] = image
+    try:
+        _measure(fields, args, size, image is None, (diff_s, mark_s, changes_s), marks, found)
+    finally:
+        if image is not None:
+            docker.from_env().images.remove(image, force=True)
     print(
         json.dumps(
             {
@@ -82,6 +90,40 @@ def main() -> None:
             }
         )
     )
+
+
+def _baked_image(base: str, script: str) -> str:
+    """An image of ``base`` with the repository made by ``script`` in it."""
+    client = docker.from_env()
+    container = client.containers.run(base, ["sh", "-c", script], detach=True)
+    try:
+        assert container.wait(timeout=900)["StatusCode"] == 0, container.logs()
+        tag = f"sandbox-runtime-bench/capture:{uuid.uuid4().hex[:8]}"
+        container.commit(*tag.split(":"))
+        return tag
+    finally:
+        container.remove(force=True)
+
+
+def _measure(
+    fields: dict[str, object],
+    args: argparse.Namespace,
+    size: int,
+    make: bool,
+    times: tuple[list[float], list[float], list[float]],
+    marks: list[TreeMark],
+    found: list[TreeChanges],
+) -> None:
+    diff_s, mark_s, changes_s = times
+    with SandboxRuntime(**fields) as sandbox:
+        if make:
+            made = sandbox.exec(_MAKE.format(files=args.files, size=size), cwd="/", timeout=900)
+            assert made.exit_code == 0, made.output
+        for round_ in range(args.rounds):
+            mark_s.append(_time(lambda: marks.append(sandbox.mark_tree())))
+            sandbox.exec(_EDIT.format(round=round_, gone=4 + 50 * round_))
+            changes_s.append(_time(lambda: found.append(sandbox.tree_changes(marks[-1]))))
+            diff_s.append(_time(sandbox.diff))
 
 
 if __name__ == "__main__":

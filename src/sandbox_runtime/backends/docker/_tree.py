@@ -26,6 +26,7 @@ from sandbox_runtime.backend_kit import (
     archive_tree_mark,
     compare_trees,
     entries_from_archive,
+    ignored_in_tree,
     relative,
 )
 from sandbox_runtime.errors import SandboxFileNotFoundError
@@ -46,6 +47,8 @@ archive_changes = archive_tree_changes
 _BULK = 256
 _READERS = 4
 _CHANGED, _DELETED = 0, 2
+_GIT_HISTORY = (".git/HEAD", ".git/packed-refs", ".git/config")
+_GIT_HISTORY_DIRS = (".git/refs/", ".git/hooks/", ".git/info/")
 #: A path of the image whose bytes were not read: it differs from whatever is there now.
 _IMAGE = TreeEntry("file", -1, "image")
 
@@ -65,6 +68,16 @@ def overlay_sees(mounts: Iterable[Mapping[str, object]], root: str) -> bool:
         if relative(target, root) is not None or relative(root, target) is not None:
             return False
     return True
+
+
+def _wanted(root: str, path: str) -> bool:
+    """Whether a path under the tree is read: not caches or git's objects, but its history."""
+    rel = relative(root, path)
+    if rel is None or rel == "":
+        return False
+    if not ignored_in_tree(rel):
+        return True
+    return rel in _GIT_HISTORY or rel.startswith(_GIT_HISTORY_DIRS)
 
 
 def _parents(listed: Iterable[str]) -> set[str]:
@@ -140,7 +153,7 @@ def _inside(root: str, listed: Mapping[str, int]) -> list[str]:
     return sorted(
         path
         for path, kind in listed.items()
-        if relative(root, path) not in (None, "") and kind != _DELETED and path not in parents
+        if _wanted(root, path) and kind != _DELETED and path not in parents
     )
 
 
@@ -190,9 +203,7 @@ def engine_changes(
     everything = {**before_listed, **listed}
     parents = _parents(listed)
     candidates = [
-        path
-        for path in sorted(everything)
-        if relative(root, path) not in (None, "") and path not in parents
+        path for path in sorted(everything) if _wanted(root, path) and path not in parents
     ]
     now, contents = _contents(
         get_archive, root, [path for path in candidates if listed.get(path) != _DELETED]
