@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime import SandboxRuntime
-from sandbox_runtime._core.tree import Change
+from sandbox_runtime._core.tree import Change, generic_changes, generic_mark
 from sandbox_runtime.integrations.rllm.env import SWEEnv
 from sandbox_runtime.swe import Task
 from sandbox_runtime.swe.agents.scripted import ScriptedAgent
@@ -259,3 +259,24 @@ def test_sweenv_grades_the_files_not_the_forged_diff_on_docker(pager: Task) -> N
 @pytest.mark.slow
 def test_sweenv_grades_the_files_not_the_forged_diff_on_local(local_pager: Task) -> None:
     _check_episode(_episode(local_pager, "local"))
+
+
+def test_the_generic_archive_default_finds_the_same_change(tmp_path: Path) -> None:
+    """What kubernetes, ags and e2b use: one archive of the tree, compared on this side."""
+    options = {"isolation": "namespace", "base_dir": str(tmp_path)}
+    require(bwrap_problem())
+    with SandboxRuntime(backend="local", workdir="/testbed", options=options) as sandbox:
+        setup = "mkdir -p pkg && echo a > pkg/a.py && echo gone > gone.txt && mkdir -p /tmp/t"
+        assert sandbox.exec(setup).exit_code == 0
+        get = sandbox.backend.get_archive
+        mark = generic_mark(get, "/testbed", ["/conftest.py", "/tmp/t", "/usr/lib/"])
+        change = "echo b > pkg/a.py; ln -s pkg/a.py link; rm gone.txt; echo x > /tmp/t/x.py"
+        assert sandbox.exec(change + "; echo y > ../conftest.py").exit_code == 0
+        found = generic_changes(get, mark)
+        got = {c.path: (c.kind, c.data, c.target) for c in found.changes}
+        assert got == {
+            "pkg/a.py": ("file", b"b\n", ""),
+            "link": ("symlink", b"", "pkg/a.py"),
+            "gone.txt": ("deleted", b"", ""),
+        }
+        assert found.outside == ["/conftest.py", "/tmp/t/x.py"]
