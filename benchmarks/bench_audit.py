@@ -1,6 +1,7 @@
 """What auditable rewards cost: the tamper check, and grading in a fresh sandbox.
 
-- tamper check: ``take_baseline`` + ``check`` (two commands) on a prepared bundled task,
+- tamper check: ``take_baseline`` (one command, and the backend's mark) + ``check`` (the
+  backend's answer, no command) on a prepared bundled task,
   against one ``exec("true")`` round trip on the same sandbox;
 - grading place: the ten bundled tasks with the oracle agent, ``--grade-in same`` against
   ``--grade-in fresh``, wall time and the runs' own accounting (sandbox-seconds, commands).
@@ -32,8 +33,9 @@ def bench_check(backend: str, rounds: int) -> None:
         checks, trues = [], []
         for _ in range(rounds):
             began = time.perf_counter()
-            baseline = tamper.take_baseline(sandbox)
-            tamper.check(task, sandbox, baseline, "")
+            baseline = tamper.take_baseline(sandbox, task)
+            found = sandbox.tree_changes(baseline.mark)
+            tamper.check(task, sandbox.workdir, baseline, found)
             checks.append(time.perf_counter() - began)
             began = time.perf_counter()
             sandbox.exec("true")

@@ -135,7 +135,7 @@ def test_a_gamed_test_file_earns_1_in_the_same_sandbox_0_in_a_fresh_one_on_docke
 def test_a_changed_installed_file_is_flagged_outside_the_repository(
     tmp_path: Path, bundled_tasks: list[Task], docker_image: str
 ) -> None:
-    """The interpreter's own files (stdlib, site-packages) are found by one find -cnewer."""
+    """The interpreter's own files (stdlib, site-packages) are named by the engine's overlay."""
     build_sample_image("pricing", base=DOCKER_IMAGE)
     task = task_named(bundled_tasks, "pricing", "swebench")
     command = (
@@ -252,18 +252,15 @@ def test_verl_reward_details_flag_a_patch_to_the_tests_and_count_its_sandbox(
     assert (plain["score"], plain["flagged"]) == (1.0, 0)
 
 
-def test_an_agent_that_removes_the_marker_is_flagged_unchecked(bundled_tasks: list[Task]) -> None:
-    """Hiding one's tracks is not a clean record: the check says it could not be made."""
+def test_an_agent_that_rewrites_the_repository_history_is_flagged(
+    bundled_tasks: list[Task],
+) -> None:
+    """A moved ``HEAD`` (or ref, or hook) is read from outside the sandbox: ``git metadata``."""
     task = task_named(bundled_tasks, "eventhub", "r2e")
+    command = "echo 'ref: refs/heads/rewritten' > .git/HEAD"  # (the env refuses a bare git)
     with SWEEnv(task, backend="local") as env:
         env.reset()
-        env.step(
-            {
-                "name": "execute_bash",
-                "arguments": {"command": "rm -f .git/sandbox-runtime-tamper-marker"},
-            }
-        )
+        env.step({"name": "execute_bash", "arguments": {"command": command}})
         assert env.compute_final_reward() == 0.0  # the reward is the tests' verdict still
-        (flag,) = env.last_tamper
-        assert (flag.kind, flag.path) == ("unchecked", "")
-        assert "the marker is gone" in flag.detail
+        kinds = {flag.kind for flag in env.last_tamper}
+        assert kinds == {"git metadata"}, env.last_tamper

@@ -23,10 +23,12 @@ from sandbox_runtime._core import archive as _archive
 from sandbox_runtime._core import files as _files
 from sandbox_runtime._core import ownership
 from sandbox_runtime._core import transfer as _transfer
+from sandbox_runtime._core import tree as _tree
 from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
 from sandbox_runtime._core.request import ExecRequest
 from sandbox_runtime._core.results import ExecResult, FileInfo
+from sandbox_runtime._core.tree import TreeChanges, TreeMark
 from sandbox_runtime.errors import (
     CapabilityUnsupportedError,
     ConfigError,
@@ -358,6 +360,27 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def copy_out(self, path: str, host: Path) -> None:
         """Copy a sandbox file or directory to a host path, with bounded memory."""
         _transfer.copy_out(self, path, host)
+
+    # The agent's change, measured from outside the sandbox (``_core/tree.py``).  The
+    # defaults read the tree through ``get_archive`` alone, on the caller's side, so they are
+    # as trustworthy as the backend's archive path; a backend that can name changed paths
+    # itself (docker's engine, local's host directory) overrides both.
+
+    def mark_tree(self, root: str, watch: Sequence[str] = ()) -> TreeMark:
+        """Record ``root`` (and the single paths ``watch`` outside it) before an agent runs.
+
+        Never runs a command in the sandbox.  The default keeps a digest of every path of
+        ``root`` from one archive of it.
+        """
+        return _tree.generic_mark(self.get_archive, root, watch)
+
+    def tree_changes(self, mark: TreeMark) -> TreeChanges:
+        """What differs in the sandbox from ``mark``, compared on the caller's side.
+
+        Never runs a command in the sandbox.  The default reads ``mark.root`` again through
+        ``get_archive``.
+        """
+        return _tree.generic_changes(self.get_archive, mark)
 
     def _run_helper(self, argv: tuple[str, ...]) -> ExecResult:
         """A short helper command of this library's own, at ``/``, with a generous cap."""

@@ -36,6 +36,7 @@ from sandbox_runtime._core.streaming import (
     new_background_token,
     output_listener,
 )
+from sandbox_runtime._core.tree import TreeChanges, TreeMark
 from sandbox_runtime._core.usage import SandboxUsage, UsageMeter, host_size
 from sandbox_runtime.errors import (
     BackendError,
@@ -746,6 +747,34 @@ class SandboxRuntime:
         with self._meter.call():
             self._ready().remove(resolved, recursive=recursive)
 
+    def mark_tree(self, path: str | None = None, *, watch: Sequence[str] = ()) -> TreeMark:
+        """Record the tree at ``path`` (default: the workdir) to compare with later.
+
+        Read by the backend's engine, host or file plane, never by a program in the sandbox,
+        so what an agent does later cannot change the record (``docs/reliability.md``).
+        ``watch``: absolute paths outside the tree whose change :meth:`tree_changes` reports.
+        """
+        root = self.resolve(path) if path is not None else self._config.workdir
+        with self._meter.call():
+            return self._ready().mark_tree(root, [_keep_slash(self.resolve(p), p) for p in watch])
+
+    def tree_changes(self, mark: TreeMark) -> TreeChanges:
+        """The files and symlinks that differ from ``mark``, compared in this process."""
+        with self._meter.call():
+            found = self._ready().tree_changes(mark)
+        self._meter.moved(down=sum(len(change.data) for change in found.changes))
+        return found
+
+    def put_archive(self, data: bytes) -> None:
+        """Extract a tar archive whose member names are relative to the sandbox's ``/``.
+
+        The backend's own extraction (the engine's, or the host's safe extractor); used to
+        write a change set's files and symlinks in one call.
+        """
+        with self._meter.call():
+            self._ready().put_archive(data)
+        self._meter.moved(up=len(data))
+
     def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
         """Copy a host file or directory into the sandbox at ``sandbox_path`` (replacing files).
 
@@ -851,6 +880,11 @@ class SandboxRuntime:
         result = self._git(command, directory)
         if result.exit_code != 0:
             raise SandboxError(f"git reset failed in {directory}: {result.output.strip()}")
+
+
+def _keep_slash(resolved: str, given: str) -> str:
+    """``resolved`` with the trailing ``/`` that marks a watched directory kept."""
+    return resolved.rstrip("/") + "/" if given.endswith("/") and resolved != "/" else resolved
 
 
 def _new_clock(config: SandboxConfig, backend: Backend[Any]) -> LifetimeClock:

@@ -14,6 +14,10 @@ exactly what a third-party backend would; nothing else of this package is meant 
   keeps nothing that gains privileges) and the archive writers (:func:`write_directory_archive`
   for uploads, which drops the same things; :func:`write_tree_archive` for a sandbox tree
   packed on the host, files with holes kept sparse).
+* The agent's change from outside (``mark_tree`` / ``tree_changes``): the records
+  (:class:`TreeMark`, :class:`TreeChanges`, :class:`TreeEntry`, :class:`TreeChange`) and the
+  caller-side readers (:func:`entries_from_archive`, :func:`compare_trees`,
+  :func:`watched_state`, :func:`relative`, :func:`ignored_in_tree`).
 * Ownership and cleanup: :func:`make_labels` at create, :func:`why_reapable` in ``reap``,
   :func:`with_expiry` when a lease moves the end; the ``meta.json`` record of a directory
   that holds a sandbox or checkpoint (:func:`read_meta`, :func:`write_meta`,
@@ -85,6 +89,19 @@ from sandbox_runtime._core.shell import (
     wrapped_argv,
 )
 from sandbox_runtime._core.transfer import unpack as unpack_download
+from sandbox_runtime._core.tree import Change as TreeChange
+from sandbox_runtime._core.tree import (
+    TreeChanges,
+    TreeEntry,
+    TreeMark,
+    entries_from_archive,
+    relative,
+    watched_state,
+)
+from sandbox_runtime._core.tree import compare as compare_trees
+from sandbox_runtime._core.tree import generic_changes as archive_tree_changes
+from sandbox_runtime._core.tree import generic_mark as archive_tree_mark
+from sandbox_runtime._core.tree import ignored as ignored_in_tree
 
 __all__ = [
     "CHECKPOINT_DIR_VAR",
@@ -110,12 +127,21 @@ __all__ = [
     "SandboxConfig",
     "SandboxInfo",
     "ServiceQuota",
+    "TreeChange",
+    "TreeChanges",
+    "TreeEntry",
+    "TreeMark",
     "abandoned_without_record",
+    "archive_tree_changes",
+    "archive_tree_mark",
     "call_with_retries",
     "check_cwd",
     "checkpoint_labels",
+    "compare_trees",
     "default_checkpoint_root",
+    "entries_from_archive",
     "extract_archive",
+    "ignored_in_tree",
     "kill_group_script",
     "lease_file",
     "limiter_for",
@@ -124,12 +150,14 @@ __all__ = [
     "new_lease_key",
     "new_token",
     "read_meta",
+    "relative",
     "retry_after_seconds",
     "shell_text",
     "start_slot",
     "timer_argv",
     "unpack_download",
     "validate_options",
+    "watched_state",
     "why_reapable",
     "with_expiry",
     "wrapped_argv",

@@ -7,6 +7,11 @@ model's patch of the repository, and runs the tests there; SWE-smith does the sa
 format names its benchmark's practice (:attr:`RowFormat.grade_in
 <sandbox_runtime.swe.formats.base.RowFormat.grade_in>`), and callers may override it.
 
+The agent's change reaches the fresh sandbox as a change set read from outside the agent's
+sandbox (:mod:`sandbox_runtime.swe.capture`, :func:`grade_fresh_changes`): written through the
+file plane, path by path, with no patch tool and no fuzz.  :func:`grade_fresh` applies a patch
+text instead (a model's response, a dataset's gold patch).
+
 ``fresh`` costs a second sandbox start and the setup of the task; what it buys is that only
 the agent's diff of the repository reaches the tests.  A fresh sandbox that cannot be
 started or prepared is an ``error`` outcome (no reward), never a 0; a diff that does not
@@ -21,13 +26,20 @@ import logging
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe.agents.simple import apply_reversed
+from sandbox_runtime.swe.capture import ChangeSet, apply_changes
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict
 from sandbox_runtime.swe.task import Task
 
-__all__ = ["GradeIn", "apply_diff", "grade_fresh", "resolve_grade_in"]
+__all__ = [
+    "GradeIn",
+    "apply_diff",
+    "grade_fresh",
+    "grade_fresh_changes",
+    "resolve_grade_in",
+]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
@@ -92,6 +104,48 @@ def grade_fresh(
         graded.grading = GradingMode.STRICT.value
         graded.dropped = [change.to_dict() for change in dropped]
     return graded
+
+
+def grade_fresh_changes(
+    task: Task,
+    sandbox: SandboxRuntime,
+    changes: ChangeSet,
+    *,
+    timeout: float = DEFAULT_TEST_TIMEOUT,
+    strict: bool = False,
+    prepared: bool = False,
+) -> tuple[GradeResult, str | None]:
+    """Like :func:`grade_fresh`, for a change set read from outside the agent's sandbox.
+
+    Returns the result and the readable patch of the change as this sandbox (the task's
+    image, where no agent ran) held it before (``None`` when nothing was applied).  Both
+    modes refuse paths that leave the repository; ``strict`` also drops, path by path, what
+    strict grading keeps from the tests.
+    """
+    shown: str | None = None
+    dropped: list[DroppedChange] = []
+    try:
+        try:
+            if not prepared:
+                sandbox.start()
+                prepare(task, sandbox)
+            sandbox.base_commit(refresh=True)
+            applied = apply_changes(task, sandbox, changes, strict=strict)
+            shown, dropped = applied.patch, applied.dropped
+        except SandboxError as exc:
+            error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
+            graded = GradeResult(None, error)
+        else:
+            graded = grade(task, sandbox, timeout=timeout)
+    finally:
+        try:
+            sandbox.close()
+        except SandboxError as exc:
+            logger.warning("closing the grading sandbox of %s failed: %s", task.task_id, exc)
+    graded.dropped = [change.to_dict() for change in dropped]
+    if strict:
+        graded.grading = GradingMode.STRICT.value
+    return graded, shown
 
 
 def _start_apply_grade(

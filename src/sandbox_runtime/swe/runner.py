@@ -38,9 +38,15 @@ from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.bigfields import trajectory_task
+from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.images import resolve_image
-from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
+from sandbox_runtime.swe.isolation import (
+    GradeIn,
+    grade_fresh,
+    grade_fresh_changes,
+    resolve_grade_in,
+)
 from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
@@ -399,7 +405,7 @@ class Runner:
             outcome.setups += 1
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
-            baseline = tamper.baseline_or_none(sandbox)
+            baseline = tamper.baseline_or_none(sandbox, task)
             outcome.timings["setup"] = time.monotonic() - began
             self._act_and_grade(task, sandbox, outcome, baseline, used)
         except Exception as exc:
@@ -426,9 +432,10 @@ class Runner:
         ``grading_copy``: where a fresh grading sandbox comes from already prepared (a group's
         fork of its prepared sandbox); without it, one is started and prepared.
         """
-        result = self._attempt(task, sandbox, outcome, baseline)
-        if result is None:
+        attempted = self._attempt(task, sandbox, outcome, baseline)
+        if attempted is None:
             return
+        result, changes = attempted
         if outcome.grade_in == GradeIn.FRESH.value:
             # The agent's sandbox is no longer needed: free it before the next starts.
             self._release(task, sandbox)
@@ -437,7 +444,9 @@ class Runner:
             lifetimes.ensure_remaining(
                 sandbox, lifetimes.grading_seconds(self.options.test_timeout)
             )
-        self._grade(task, sandbox, outcome, result, used, grading_copy=grading_copy)
+        self._grade(
+            task, sandbox, outcome, result, used, grading_copy=grading_copy, changes=changes
+        )
 
     def _attempt(
         self,
@@ -445,8 +454,12 @@ class Runner:
         sandbox: SandboxRuntime,
         outcome: TaskOutcome,
         baseline: tamper.Baseline | None,
-    ) -> AgentResult | None:
-        """Run the agent and flag what it changed that grading reads; ``None`` if cancelled."""
+    ) -> tuple[AgentResult, ChangeSet | None] | None:
+        """Run the agent and read what it changed, from outside its sandbox; ``None`` if cancelled.
+
+        The change set (``None`` when it could not be read) is what fresh grading applies;
+        the tamper flags come from the same reading.
+        """
         agent = self.agent_factory()
         began = time.monotonic()
         before = sandbox.usage
@@ -461,11 +474,13 @@ class Runner:
         if self._cancel.is_set():
             outcome.reason = outcome.error = "cancelled"
             return None
-        outcome.patch = sandbox.diff()
+        changes, found, problem = read_change(sandbox, baseline)
+        if changes is None or outcome.grade_in != GradeIn.FRESH.value:
+            outcome.patch = display_patch(sandbox, changes)
         if result.error:
             outcome.error = result.error
-        outcome.tamper = tamper.audit(task, sandbox, baseline, outcome.patch)
-        return result
+        outcome.tamper = tamper.audit(task, sandbox.workdir, baseline, found, problem)
+        return result, changes
 
     def _grade(
         self,
@@ -476,12 +491,13 @@ class Runner:
         used: list[SandboxRuntime],
         *,
         grading_copy: Callable[[], SandboxRuntime] | None = None,
+        changes: ChangeSet | None = None,
     ) -> None:
         """Grade where the task is graded, and turn the result into the outcome's reward."""
         began = time.monotonic()
         graded: GradeResult
         if outcome.grade_in == GradeIn.FRESH.value:
-            graded = self._grade_fresh(task, outcome, result, used, grading_copy)
+            graded = self._grade_fresh(task, outcome, result, used, grading_copy, changes)
         else:
             graded = grade(
                 task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
@@ -509,6 +525,7 @@ class Runner:
         result: AgentResult,
         used: list[SandboxRuntime],
         grading_copy: Callable[[], SandboxRuntime] | None,
+        changes: ChangeSet | None = None,
     ) -> GradeResult:
         """Grade the agent's diff in a fresh sandbox: a prepared copy, or one set up now."""
         fresh: SandboxRuntime
@@ -521,14 +538,27 @@ class Runner:
                 self._track(fresh, used)
         except SandboxError as exc:
             return GradeResult(None, f"infrastructure error: grading copy: {exc}")
+        strict = outcome.grading == GradingMode.STRICT.value
         try:
+            if changes is not None and result.patch_error is None:
+                graded, shown = grade_fresh_changes(
+                    task,
+                    fresh,
+                    changes,
+                    timeout=self.options.test_timeout,
+                    strict=strict,
+                    prepared=grading_copy is not None,
+                )
+                # What the grading sandbox was given, as trusted code renders it.
+                outcome.patch = shown if shown is not None else outcome.patch
+                return graded
             return grade_fresh(
                 task,
                 fresh,
                 outcome.patch,
                 timeout=self.options.test_timeout,
                 patch_error=result.patch_error,
-                strict=outcome.grading == GradingMode.STRICT.value,
+                strict=strict,
                 prepared=grading_copy is not None,
             )
         finally:

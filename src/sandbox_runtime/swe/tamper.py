@@ -7,19 +7,24 @@ changes; it never changes a reward (grading in a fresh sandbox, :mod:`sandbox_ru
 isolation`, is what takes them out of the verdict), so a run says both what the tests
 concluded and whether the agent touched what they read.
 
-Two sources, both cheap:
+Nothing here runs in the agent's sandbox after the agent: the agent is root there and could
+replace ``find`` or ``git``.  :func:`take_baseline` runs one command *before* the agent (to
+learn the interpreters' stdlib and site directories) and marks the repository and those
+directories through the backend (``SandboxRuntime.mark_tree``: docker's engine, local's host
+directory, another backend's file plane).  After the agent, :func:`check` reads what the
+backend says changed (:func:`sandbox_runtime.swe.capture.capture`) and flags:
 
-* the agent's diff of the repository (no command): files the task's format names as its
-  tests (:meth:`RowFormat.test_paths <sandbox_runtime.swe.formats.base.RowFormat.test_paths>`),
-  any ``conftest.py``, ``pytest.ini`` and ``tox.ini``, and ``setup.cfg`` / ``pyproject.toml``
-  when the change is near pytest settings;
-* one command at the start (:func:`take_baseline`: a marker file in the repository's git
-  directory, and the interpreter's stdlib and site directories) and one after the agent
-  (:func:`check`): ``find -cnewer MARKER`` over those directories, the task's tests outside
-  the repository, and the repository's ignored files.  ``-cnewer`` compares the inode change
-  time, which no ``touch -d`` can set back.  Bytecode caches are left out; a file deleted
-  outside the repository is not seen (only directories would show it, and importing alone
-  changes those).
+* repository files the task's format names as its tests, any ``conftest.py``, ``pytest.ini``,
+  ``tox.ini``, and ``setup.cfg`` / ``pyproject.toml`` near pytest settings;
+* the repository's git metadata (``HEAD``, refs, ``config``, hooks): history rewritten;
+* outside the repository: the interpreters' directories (site-packages, the stdlib), any
+  ``.pth`` / ``sitecustomize`` / ``usercustomize``, the task's tests kept outside the
+  repository, and pytest's config files (``conftest.py``, ``pytest.ini``, ``setup.cfg``,
+  ``tox.ini``, ``pyproject.toml``) in any directory from the repository up to ``/``, which
+  pytest reads when the tests run in the same sandbox.
+
+Bytecode caches are left out.  How much each backend's answer can be trusted is in
+``docs/reliability.md``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from sandbox_runtime._core.runtime import SandboxRuntime
+from sandbox_runtime._core.tree import TreeChanges, TreeMark, ignored
 from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.task import Task
@@ -44,15 +50,18 @@ __all__ = [
     "check",
     "flags_from_patch",
     "take_baseline",
+    "watch_paths",
 ]
 
 logger = logging.getLogger("sandbox_runtime.swe")
 
-_MARKER = "sandbox-runtime-tamper-marker"
-_MAX_LISTED = 100
-_GIT = "git -c safe.directory='*'"
 _ALWAYS = {"pytest.ini": "pytest settings", "tox.ini": "tox / pytest settings"}
 _IF_PYTEST = {"setup.cfg", "pyproject.toml"}
+#: Files pytest reads in the repository's directory and every directory above it.
+_RUNNER_CONFIGS = ("conftest.py", "pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
+_STARTUP = ("sitecustomize.py", "usercustomize.py")
+#: Git metadata whose change rewrites what the repository's history says.
+_GIT_HISTORY = ("HEAD", "packed-refs", "config", "refs/", "hooks/", "info/", "shallow")
 _SITE_DIRS = (
     "import site, sysconfig\n"
     "paths = set(getattr(site, 'getsitepackages', list)()) | {site.getusersitepackages()}\n"
@@ -67,7 +76,7 @@ class TamperFlag:
 
     path: str
     kind: str
-    """``test file``, ``test config`` or ``outside repository``."""
+    """``test file``, ``test config``, ``outside repository`` or ``git metadata``."""
     detail: str = ""
 
     def to_dict(self) -> dict[str, str]:
@@ -77,22 +86,42 @@ class TamperFlag:
 
 @dataclass(frozen=True)
 class Baseline:
-    """What :func:`check` compares against: the marker and the directories to search."""
+    """What :func:`check` compares against: the backend's mark and the interpreters' dirs."""
 
-    marker: str
     site_dirs: tuple[str, ...]
+    mark: TreeMark
 
 
-def take_baseline(sandbox: SandboxRuntime) -> Baseline:
-    """Touch the marker and find the interpreters' directories: one command, before the agent.
+def watch_paths(workdir: str, site_dirs: Iterable[str], outside_tests: Iterable[str]) -> list[str]:
+    """What to watch outside the repository (a trailing ``/``: a whole directory).
 
-    The marker lives in the repository's git directory, which no diff shows and every
-    backend has; the directories are those of ``python3`` and ``python`` (in a conda
-    ``testbed`` env where the image has one, as graders use).
+    pytest's config files in each directory above the repository, the interpreters'
+    directories with their startup hooks, and the task's tests outside the repository.
+    """
+    watch: list[str] = []
+    directory = posixpath.dirname(workdir.rstrip("/"))
+    while True:
+        watch += [posixpath.join(directory, name) for name in _RUNNER_CONFIGS]
+        if directory == "/":
+            break
+        directory = posixpath.dirname(directory)
+    for site in site_dirs:
+        if _under(site, [workdir]) or _under(workdir, [site]):
+            continue
+        watch += [posixpath.join(site, name) for name in _STARTUP]
+        watch.append(site.rstrip("/") + "/")
+    watch += [path for path in outside_tests if not _under(path, [workdir])]
+    return list(dict.fromkeys(watch))
+
+
+def take_baseline(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline:
+    """Find the interpreters' directories (one command, before the agent) and mark the tree.
+
+    The directories are those of ``python3`` and ``python`` (in a conda ``testbed`` env
+    where the image has one, as graders use).  The mark is the backend's, taken without a
+    command; everything compared later is read from outside the sandbox.
     """
     script = (
-        f"d=$({_GIT} rev-parse --absolute-git-dir) || exit 1\n"
-        f'touch "$d/{_MARKER}" && echo "$d/{_MARKER}"\n'
         "if [ -f /opt/miniconda3/bin/activate ]; then\n"
         "  . /opt/miniconda3/bin/activate >/dev/null 2>&1 && conda activate testbed 2>/dev/null\n"
         "fi\n"
@@ -102,10 +131,15 @@ def take_baseline(sandbox: SandboxRuntime) -> Baseline:
         "exit 0\n"
     )
     result = sandbox.exec(script, timeout=120)
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-    if result.exit_code != 0 or not lines:
+    if result.exit_code != 0:
         raise SandboxError(f"cannot take the tamper baseline: {result.output.strip()[-500:]}")
-    return Baseline(marker=lines[0], site_dirs=tuple(dict.fromkeys(lines[1:])))
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("/")]
+    site_dirs = tuple(dict.fromkeys(lines))
+    outside_tests: list[str] = []
+    if task is not None:
+        outside_tests = [p for p in load_format(task.format).test_paths(task) if p.startswith("/")]
+    watch = watch_paths(sandbox.workdir, site_dirs, outside_tests)
+    return Baseline(site_dirs=site_dirs, mark=sandbox.mark_tree(watch=watch))
 
 
 def _patch_sections(patch: str) -> dict[str, str]:
@@ -136,6 +170,8 @@ def _classify(path: str, section: str | None, tests: tuple[str, ...]) -> TamperF
         return TamperFlag(path, "test config", _ALWAYS[name])
     if name in _IF_PYTEST and (section is None or re.search(r"pytest", section, re.I)):
         return TamperFlag(path, "test config", "a change near pytest settings")
+    if name in _STARTUP or name.endswith(".pth"):
+        return TamperFlag(path, "test config", "the interpreter runs it at startup")
     return None
 
 
@@ -146,68 +182,62 @@ def flags_from_patch(task: Task, patch: str) -> list[TamperFlag]:
     return [flag for flag in flags if flag is not None]
 
 
-def _find(roots: Iterable[str], marker: str) -> str:
-    quoted = " ".join(shlex.quote(root) for root in roots)
-    return (
-        f"find {quoted} \\( -name __pycache__ -o -name '*.pyc' -o -name .pytest_cache \\) "
-        f"-prune -o \\( -type f -o -type l \\) -cnewer {shlex.quote(marker)} -print 2>/dev/null"
-    )
+def _outside_flag(
+    path: str, workdir: str, baseline: Baseline, outside_tests: tuple[str, ...]
+) -> TamperFlag | None:
+    """The flag for a changed path outside the repository, or ``None`` when tests skip it."""
+    name = posixpath.basename(path)
+    if ignored(path.lstrip("/")):
+        return None
+    if _under(path, outside_tests):
+        return TamperFlag(path, "test file", "a test the task's grading runs")
+    if name in _RUNNER_CONFIGS and _under(workdir, [posixpath.dirname(path)]):
+        return TamperFlag(path, "test config", "pytest reads it above the repository")
+    if name in _STARTUP or name.endswith(".pth"):
+        return TamperFlag(path, "outside repository", "the interpreter runs it at startup")
+    if _under(path, baseline.site_dirs):
+        return TamperFlag(path, "outside repository", "the interpreter's files")
+    return None
 
 
-def check(task: Task, sandbox: SandboxRuntime, baseline: Baseline, patch: str) -> list[TamperFlag]:
-    """The flags for what the agent changed since :func:`take_baseline`: one command.
-
-    Raises :class:`~sandbox_runtime.errors.SandboxError` when the sandbox cannot answer; the
-    caller records that the check could not be made rather than claiming nothing changed.
-    """
-    flags = flags_from_patch(task, patch)
-    seen = {flag.path for flag in flags} | set(_patch_sections(patch))
+def check(task: Task, workdir: str, baseline: Baseline, found: TreeChanges) -> list[TamperFlag]:
+    """The flags for what the backend says changed since the baseline (no command runs)."""
     paths = load_format(task.format).test_paths(task)
     repo_tests = tuple(p for p in paths if not p.startswith("/"))
-    outside = [posixpath.relpath(p, sandbox.workdir) for p in paths if p.startswith("/")]
-    marker = shlex.quote(baseline.marker)
-    script = (
-        f"[ -e {marker} ] || {{ echo 'the marker is gone' >&2; exit 3; }}\n"
-        f"echo '#repo'; {_find(['.'], baseline.marker)} | grep -v '^\\./\\.git/' "
-        f"| head -n {_MAX_LISTED}\n"
-    )
-    for label, roots in (("#tests", outside), ("#site", baseline.site_dirs)):
-        existing = [root for root in roots if root]
-        if existing:
-            script += (
-                f"echo '{label}'; {_find(existing, baseline.marker)} | head -n {_MAX_LISTED}\n"
-            )
-    result = sandbox.exec(script, timeout=300)
-    if result.exit_code != 0:
-        raise SandboxError(f"the tamper check failed: {result.output.strip()[-500:]}")
-    section = ""
-    for line in result.stdout.splitlines():
-        if line.startswith("#"):
-            section = line
-            continue
-        if section == "#repo":
-            path = line[2:] if line.startswith("./") else line
-            flag = _classify(path, None, repo_tests)
-        elif section == "#tests":
-            path = posixpath.normpath(posixpath.join(sandbox.workdir, line))
-            flag = TamperFlag(path, "test file", "a test the task's grading runs")
-        else:
-            path = line
-            flag = TamperFlag(path, "outside repository", "the interpreter's files")
-        if flag is not None and flag.path not in seen:
-            seen.add(flag.path)
+    outside_tests = tuple(p for p in paths if p.startswith("/"))
+    flags: list[TamperFlag] = []
+    for change in found.changes:
+        section = None
+        if posixpath.basename(change.path) in _IF_PYTEST:
+            section = change.data.decode("utf-8", "replace")
+        flag = _classify(change.path, section, repo_tests)
+        if flag is not None:
             flags.append(flag)
-    return flags
+    for rel in found.git:
+        inside = rel.removeprefix(".git/")
+        if any(inside == g or (g.endswith("/") and inside.startswith(g)) for g in _GIT_HISTORY):
+            flags.append(TamperFlag(rel, "git metadata", "the repository's history or git config"))
+    for path in found.outside:
+        flag = _outside_flag(path.rstrip("/"), workdir, baseline, outside_tests)
+        if flag is not None:
+            flags.append(flag)
+    seen: set[str] = set()
+    first = []
+    for flag in flags:
+        if flag.path not in seen:
+            seen.add(flag.path)
+            first.append(flag)
+    return first
 
 
-def baseline_or_none(sandbox: SandboxRuntime) -> Baseline | None:
+def baseline_or_none(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline | None:
     """:func:`take_baseline`, or ``None`` when it failed in a sandbox that is still alive.
 
     A task is not lost because its audit could not start; :func:`audit` then says the check
     was not made.  A sandbox that died is still :class:`~sandbox_runtime.errors.SandboxGoneError`.
     """
     try:
-        return take_baseline(sandbox)
+        return take_baseline(sandbox, task)
     except SandboxGoneError:
         raise
     except SandboxError as exc:
@@ -216,12 +246,15 @@ def baseline_or_none(sandbox: SandboxRuntime) -> Baseline | None:
 
 
 def audit(
-    task: Task, sandbox: SandboxRuntime, baseline: Baseline | None, patch: str
+    task: Task,
+    workdir: str,
+    baseline: Baseline | None,
+    found: TreeChanges | None,
+    error: str = "",
 ) -> list[TamperFlag]:
-    """:func:`check`, with an ``unchecked`` flag instead of an error when it cannot be made."""
+    """:func:`check`, with an ``unchecked`` flag instead when it could not be made."""
     if baseline is None:
         return [TamperFlag("", "unchecked", "no baseline was taken at the start")]
-    try:
-        return check(task, sandbox, baseline, patch)
-    except SandboxError as exc:
-        return [TamperFlag("", "unchecked", str(exc)[:300])]
+    if found is None:
+        return [TamperFlag("", "unchecked", error[:300] or "the change could not be read")]
+    return check(task, workdir, baseline, found)

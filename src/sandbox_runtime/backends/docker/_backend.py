@@ -43,6 +43,8 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    TreeChanges,
+    TreeMark,
     call_with_retries,
     check_cwd,
     checkpoint_labels,
@@ -73,7 +75,7 @@ from sandbox_runtime.errors import (
     SandboxTimeoutError,
 )
 
-from . import _checkpoints, _lease
+from . import _checkpoints, _lease, _tree
 from ._client import (
     docker,
     engine_client,
@@ -567,6 +569,40 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
         _checkpoints.delete(engine_client(cls.coerce_options(options)), checkpoint_id)
 
     # -- commands ------------------------------------------------------------------------
+
+    # -- the agent's change, from the engine (``_tree``) ------------------------------
+
+    def _overlay_list(self) -> dict[str, int]:
+        """``docker diff``: every path of the writable layer, from the engine."""
+        container = self._container_id()
+        try:
+            listed = self._call("diff", lambda: self._api.diff(container)) or []
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "list changes") from exc
+        return {str(item["Path"]): int(item["Kind"]) for item in listed}
+
+    def _overlay_sees(self, root: str) -> bool:
+        container = self._container_id()
+        try:
+            info = self._call("inspect", lambda: self._api.inspect_container(container))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._translate(exc, "inspect") from exc
+        return _tree.overlay_sees(info.get("Mounts") or [], root)
+
+    def mark_tree(self, root: str, watch: Sequence[str] = ()) -> TreeMark:
+        """The engine's overlay list, and what setup changed under ``root`` (no command runs).
+
+        Read through the engine's archive endpoint, never the in-sandbox agent.
+        """
+        if not self._overlay_sees(root):
+            return _tree.archive_mark(self._native_get_archive, root, watch)
+        return _tree.engine_mark(self._overlay_list(), self._native_get_archive, root, watch)
+
+    def tree_changes(self, mark: TreeMark) -> TreeChanges:
+        """The paths the overlay lists since the mark, each read through the engine."""
+        if not isinstance(mark.state, _tree.EngineTree):
+            return _tree.archive_changes(self._native_get_archive, mark)
+        return _tree.engine_changes(self._overlay_list(), self._native_get_archive, mark)
 
     def _container_id(self) -> str:
         if self._container is None:

@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -62,6 +62,8 @@ from sandbox_runtime.backend_kit import (
     ReapedSandbox,
     SandboxConfig,
     SandboxInfo,
+    TreeChanges,
+    TreeMark,
     abandoned_without_record,
     checkpoint_labels,
     extract_archive,
@@ -89,7 +91,7 @@ from sandbox_runtime.errors import (
     SandboxStartError,
 )
 
-from . import _checkpoints
+from . import _checkpoints, _tree
 from ._bubblewrap import WRITABLE_INSIDE_HOST_ENTRIES, Bubblewrap
 from ._options import LocalOptions
 from ._process import (
@@ -594,6 +596,34 @@ class LocalBackend(Backend[LocalOptions]):
         """Remove one checkpoint directory."""
         base = cls.coerce_options(options).base_dir or _default_base_dir()
         _checkpoints.delete(base, checkpoint_id, _remove_tree)
+
+    # -- the agent's change, from the host (``_tree``) --------------------------------
+
+    def _tree_host(self, sandbox_path: str) -> str | None:
+        """The host path of a sandbox path the sandbox owns (``None``: absent or the host's)."""
+        try:
+            host = self._host_path(sandbox_path)
+        except PathEscapeError:
+            return None
+        return None if self._bound_entry(host) is not None else host
+
+    def mark_tree(self, root: str, watch: Sequence[str] = ()) -> TreeMark:
+        """``lstat`` the sandbox's directory from the host (no command runs)."""
+        self._alive_or_raise()
+        host = self._tree_host(root)
+        if host is None or not os.path.isdir(host) or os.path.islink(host):
+            return super().mark_tree(root, watch)
+        return _tree.host_mark(host, root, watch, self._tree_host)
+
+    def tree_changes(self, mark: TreeMark) -> TreeChanges:
+        """The paths whose ``lstat`` stamps moved since the mark, read from the host."""
+        self._alive_or_raise()
+        if not isinstance(mark.state, _tree.HostTree):
+            return super().tree_changes(mark)
+        host = self._tree_host(mark.root)
+        if host is None:
+            raise SandboxFileNotFoundError(f"no such directory: {mark.root}")
+        return _tree.host_changes(host, mark, self._tree_host)
 
     # -- paths ---------------------------------------------------------------------------
 

@@ -93,8 +93,14 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.bigfields import issue_excerpt
+from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
-from sandbox_runtime.swe.isolation import GradeIn, grade_fresh, resolve_grade_in
+from sandbox_runtime.swe.isolation import (
+    GradeIn,
+    grade_fresh,
+    grade_fresh_changes,
+    resolve_grade_in,
+)
 from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.prepared import PreparedStates
@@ -210,6 +216,10 @@ class SWEEnv(_EnvBase):
         strict = self.grading is GradingMode.STRICT
         self.grade_in = GradeIn.FRESH if strict else resolve_grade_in(self.task, grade_in)
         self.last_tamper: list[tamper.TamperFlag] = []
+        self.last_changes: ChangeSet | None = None
+        """The change of the last graded episode, read from outside its sandbox."""
+        self.last_patch = ""
+        """The readable patch fresh grading applied (rendered by trusted code)."""
         self._grading_usage = SandboxUsage()
         self._grading_seconds = 0.0
         self._closed_usage = SandboxUsage()
@@ -245,7 +255,7 @@ class SWEEnv(_EnvBase):
                 lifetimes.hold_lease(sandbox, self._grading_seconds_needed())
                 sandbox.base_commit(refresh=True)
                 self._install_scripts(sandbox)
-                self._baseline = tamper.baseline_or_none(sandbox)
+                self._baseline = tamper.baseline_or_none(sandbox, self.task)
                 # Refuses a sandbox whose commands do not see its paths, before any step.
                 tools = ToolBox(
                     sandbox,
@@ -365,7 +375,10 @@ class SWEEnv(_EnvBase):
         """
         sandbox = self._require_sandbox()
         try:
-            patch = sandbox.diff()
+            # Read from outside the agent's reach (the engine, the host, the file plane).
+            changes, found, problem = read_change(sandbox, self._baseline)
+            self.last_changes = changes
+            patch = display_patch(sandbox, changes) if changes is None else ""
             if self.grade_in is not GradeIn.FRESH:
                 # The sandbox holding the ungraded patch must outlive its grading.
                 lifetimes.ensure_remaining(sandbox, self._grading_seconds_needed())
@@ -376,11 +389,11 @@ class SWEEnv(_EnvBase):
                 grade_in=self.grade_in.value,
             )
             raise GradingError(self.last_grade) from exc
-        self.last_tamper = tamper.audit(self.task, sandbox, self._baseline, patch)
+        self.last_tamper = tamper.audit(self.task, sandbox.workdir, self._baseline, found, problem)
         timeout = self.options.test_timeout
         began = time.monotonic()
         if self.grade_in is GradeIn.FRESH:
-            self.last_grade, used = self._grade_fresh(patch, timeout)
+            self.last_grade, used = self._grade_fresh(patch, timeout, changes)
             if self.grading is GradingMode.STRICT:
                 outside = outside_changes(self.last_tamper)
                 self.last_grade.dropped += [change.to_dict() for change in outside]
@@ -391,22 +404,35 @@ class SWEEnv(_EnvBase):
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
 
-    def _grade_fresh(self, patch: str, timeout: float) -> tuple[GradeResult, SandboxUsage]:
-        """Grade ``patch`` fresh: in a copy of the group's prepared state, or a new setup.
+    def _grade_fresh(
+        self, patch: str, timeout: float, changes: ChangeSet | None = None
+    ) -> tuple[GradeResult, SandboxUsage]:
+        """Grade the change fresh: in a copy of the group's prepared state, or a new setup.
 
-        Returns the result (an error result when no grading sandbox could start: never a 0)
-        and what the grading sandbox used.
+        ``changes`` (read from outside the agent's sandbox) is what is applied; ``patch``
+        only when no change set could be read.  Returns the result (an error result when no
+        grading sandbox could start: never a 0) and what the grading sandbox used.
         """
         strict = self.grading is GradingMode.STRICT
+        prepared = self.shared is not None
         if self.shared is None:
             fresh = SandboxRuntime(task_sandbox_config(self.task, self.options))
-            graded = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict)
+        else:
+            try:
+                fresh = self.shared.open(self.task, self.options)
+            except SandboxError as exc:
+                failed = GradeResult(None, f"infrastructure error: grading copy: {exc}")
+                return failed, SandboxUsage()
+        if changes is not None:
+            graded, shown = grade_fresh_changes(
+                self.task, fresh, changes, timeout=timeout, strict=strict, prepared=prepared
+            )
+            self.last_patch = shown or ""
             return graded, fresh.usage
-        try:
-            fresh = self.shared.open(self.task, self.options)
-        except SandboxError as exc:
-            return GradeResult(None, f"infrastructure error: grading copy: {exc}"), SandboxUsage()
-        graded = grade_fresh(self.task, fresh, patch, timeout=timeout, strict=strict, prepared=True)
+        graded = grade_fresh(
+            self.task, fresh, patch, timeout=timeout, strict=strict, prepared=prepared
+        )
+        self.last_patch = patch
         return graded, fresh.usage
 
     def accounting(self) -> dict[str, Any]:
@@ -421,8 +447,23 @@ class SWEEnv(_EnvBase):
         }
 
     def patch(self) -> str:
-        """The episode's changes to the repository, as a diff against the task's base."""
+        """The episode's changes to the repository, as a diff against the task's base.
+
+        ``git diff`` in the episode's sandbox, for display: the agent may have replaced
+        ``git`` there.  What grading applies is :meth:`changes`.
+        """
         return self._require_sandbox().diff()
+
+    def changes(self) -> ChangeSet | None:
+        """The episode's change, read from outside its sandbox (``None``: it could not be).
+
+        The backend's engine, host or file plane against the mark taken at :meth:`reset`
+        (:mod:`sandbox_runtime.swe.capture`); no program in the sandbox is asked.
+        """
+        changes, _found, problem = read_change(self._require_sandbox(), self._baseline)
+        if changes is None:
+            logger.warning("the change of %s could not be read: %s", self.task.task_id, problem)
+        return changes
 
     def close(self) -> None:
         """Remove the sandbox; harmless to call twice."""

@@ -6,9 +6,11 @@ sandbox from the task's image, readied for the task, the episode's diff applied,
 own tests run (``grade_in=fresh`` of :mod:`sandbox_runtime.swe.isolation`).  Grading is strict
 unless the settings say ``grading = "benchmark"``: changes to tests, test settings and the
 interpreter never reach the tests (:mod:`sandbox_runtime.swe.strict`), and the output's
-metadata lists what was dropped.  The diff comes
-from ``episode.artifacts["patch"]`` (where :class:`~sandbox_runtime.integrations.rllm_flow.
-flow.SWEFlow` puts it; any flow that does the same can be graded).
+metadata lists what was dropped.  What is graded is the change set the flow read from outside
+its sandbox (``episode.artifacts["changes"]``, :mod:`sandbox_runtime.swe.capture`: written
+into the grading sandbox through its file plane, never a diff made by programs the agent could
+replace); an episode without one is graded by its diff, ``episode.artifacts["patch"]`` (any
+flow that sets either can be graded).
 
 A reward is 1.0 or 0.0 only when the tests gave a verdict (a diff that does not apply is a 0,
 as in the harness).  When they gave none (the grading sandbox would not start, was killed,
@@ -28,13 +30,20 @@ from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME, SHARED_SETUPS, swe_task, task_row
 from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings, resolve_settings
+from sandbox_runtime.swe.capture import ChangeSet
 from sandbox_runtime.swe.grading import GradeResult
-from sandbox_runtime.swe.isolation import grade_fresh
+from sandbox_runtime.swe.isolation import grade_fresh, grade_fresh_changes
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode
 from sandbox_runtime.swe.task import Task as SWETask
 
-__all__ = ["SWEEvaluator", "episode_patch", "grade_patch"]
+__all__ = [
+    "SWEEvaluator",
+    "episode_changes",
+    "episode_patch",
+    "grade_changes",
+    "grade_patch",
+]
 
 
 def episode_patch(episode: Any) -> str:
@@ -49,6 +58,43 @@ def episode_patch(episode: Any) -> str:
     raise ConfigError(
         f"{FLOW_NAME} evaluator: the episode carries no diff (artifacts['patch']); "
         f"grade episodes of the {FLOW_NAME} agent, or of a flow that sets it"
+    )
+
+
+def episode_changes(episode: Any) -> ChangeSet | None:
+    """The change set the flow read from outside its sandbox (``artifacts["changes"]``)."""
+    artifacts = getattr(episode, "artifacts", None) or {}
+    found = artifacts.get("changes")
+    return ChangeSet.from_dict(found) if isinstance(found, dict) else None
+
+
+def grade_changes(task: SWETask, changes: ChangeSet, settings: FlowSettings) -> GradeResult:
+    """Grade a change set in a fresh sandbox on the configured backend (never raises for faults)."""
+    options = _options(settings)
+    strict = settings.grading == GradingMode.STRICT.value
+    prepared = settings.share_setup
+    try:
+        sandbox = (
+            SHARED_SETUPS.open(task, options)
+            if prepared
+            else SandboxRuntime(task_sandbox_config(task, options))
+        )
+    except SandboxError as exc:
+        return GradeResult(None, f"infrastructure error: grading sandbox: {exc}")
+    result, _shown = grade_fresh_changes(
+        task, sandbox, changes, timeout=settings.reward_timeout, strict=strict, prepared=prepared
+    )
+    result.grade_in = "fresh"
+    return result
+
+
+def _options(settings: FlowSettings) -> RunOptions:
+    return RunOptions(
+        backend=settings.backend,
+        step_timeout=settings.step_timeout,
+        test_timeout=settings.reward_timeout,
+        base_image=settings.base_image,
+        backend_options=dict(settings.backend_options),
     )
 
 
@@ -87,9 +133,12 @@ class SWEEvaluator:
         row = task_row(task)
         settings = resolve_settings(row)
         swe = swe_task(row)
-        patch = episode_patch(episode)
+        changes = episode_changes(episode)
         began = time.monotonic()
-        result = grade_patch(swe, patch, settings)
+        if changes is not None:
+            result = grade_changes(swe, changes, settings)
+        else:
+            result = grade_patch(swe, episode_patch(episode), settings)
         reward = result.reward_or_raise()
         from rllm.eval.types import EvalOutput, Signal
 

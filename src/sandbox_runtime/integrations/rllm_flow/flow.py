@@ -164,7 +164,7 @@ def to_episode(result: LoopResult, task: SWETask, settings: FlowSettings) -> Any
     return Episode(
         trajectories=[trajectory],
         termination_reason=reason,
-        artifacts={"patch": result.patch, "messages": result.messages},
+        artifacts={"patch": result.patch, "changes": result.changes, "messages": result.messages},
         metadata={**summary, "accounting": result.accounting},
     )
 

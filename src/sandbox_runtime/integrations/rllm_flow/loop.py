@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.integrations.rllm.env import SWEEnv
 from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.task import Task as SWETask
@@ -89,6 +90,9 @@ class LoopResult:
     stop_reason: str
     """``submitted`` (the model called finish) or ``max_steps``."""
     accounting: dict[str, Any]
+    changes: dict[str, Any] | None = None
+    """The change set read from outside the sandbox (``ChangeSet.to_dict``): what grading
+    applies.  ``patch`` is for people; ``None`` when the change could not be read."""
 
 
 def task_message(task: SWETask) -> str:
@@ -142,4 +146,22 @@ def run_loop(env: SWEEnv, chat: Chat, *, max_steps: int) -> LoopResult:
         if done:
             stop_reason = "submitted"
             break
-    return LoopResult(turns, messages, env.patch(), stop_reason, env.accounting())
+    changes = env.changes()
+    return LoopResult(
+        turns,
+        messages,
+        _shown_patch(env),
+        stop_reason,
+        env.accounting(),
+        changes.to_dict() if changes is not None else None,
+    )
+
+
+def _shown_patch(env: SWEEnv) -> str:
+    """The diff for people; empty when the sandbox's ``git`` fails (the agent may own it)."""
+    try:
+        return env.patch()
+    except SandboxGoneError:
+        raise
+    except SandboxError:
+        return ""
