@@ -202,9 +202,9 @@ class _ForkedGroup:
             lifetimes.hold_lease(sandbox, lifetimes.grading_seconds(runner.options.test_timeout))
             outcome.sandbox_id = sandbox.id
             sandbox.base_commit(refresh=True)
-            # The tamper baseline is each copy's own: its marker lives in the copy, and it
-            # must be newer than every file the copy was made with.
-            baseline = tamper.baseline_or_none(sandbox)
+            runner._forget_history(sandbox, outcome)
+            # The tamper baseline is each copy's own, taken after the copy was made.
+            baseline = tamper.baseline_or_none(sandbox, task)
             runner._act_and_grade(
                 task,
                 sandbox,

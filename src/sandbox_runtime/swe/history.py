@@ -53,7 +53,9 @@ for key in core.filemode core.autocrlf core.symlinks core.ignorecase; do
   [ -z "$value" ] || git --git-dir="$new/git" config "$key" "$value"
 done
 [ ! -f "$old/index" ] || cp -p "$old/index" "$new/git/index"
-[ ! -f "$old/info/exclude" ] || { mkdir -p "$new/git/info"; cp "$old/info/exclude" "$new/git/info/"; }
+if [ -f "$old/info/exclude" ]; then
+  mkdir -p "$new/git/info" && cp "$old/info/exclude" "$new/git/info/"
+fi
 rm -rf "$old"
 mv "$new/git" "$old"
 rmdir "$new"
@@ -62,9 +64,9 @@ g rev-parse HEAD
 
 
 def forget_history(sandbox: SandboxRuntime, *, cwd: str | None = None) -> str:
-    """Replace the repository at ``cwd`` (default: the workdir) with one that knows only its
-    base; returns the new base commit's id (the runtime's :meth:`base_commit` is refreshed).
+    """Make the repository at ``cwd`` (default: the workdir) know only its base commit.
 
+    Returns the new base commit's id (the runtime's :meth:`base_commit` is refreshed).
     The working tree and the index are untouched, so ``git status`` and ``git diff`` say what
     they said before; the old object store (every other commit, branch, tag, stash, reflog
     and loose or packed object) is removed.  A repository with submodules keeps them as they

@@ -40,6 +40,7 @@ from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import (
     GradeIn,
@@ -405,6 +406,7 @@ class Runner:
             outcome.setups += 1
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
+            self._forget_history(sandbox, outcome)
             baseline = tamper.baseline_or_none(sandbox, task)
             outcome.timings["setup"] = time.monotonic() - began
             self._act_and_grade(task, sandbox, outcome, baseline, used)
@@ -416,6 +418,14 @@ class Runner:
             outcome.timings["total"] = time.monotonic() - began
             outcome.accounting = SandboxUsage.total(box.usage for box in used)
         return outcome
+
+    def _forget_history(self, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
+        """Where grading is fresh, the agent's repository knows only its base (:mod:`.history`).
+
+        No later commit, branch, stash or reflog is left to copy the fix from.
+        """
+        if outcome.grade_in == GradeIn.FRESH.value:
+            forget_history(sandbox)
 
     def _act_and_grade(
         self,

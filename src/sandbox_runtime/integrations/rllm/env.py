@@ -95,6 +95,7 @@ from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
 from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
+from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.isolation import (
     GradeIn,
     grade_fresh,
@@ -254,6 +255,8 @@ class SWEEnv(_EnvBase):
             try:
                 lifetimes.hold_lease(sandbox, self._grading_seconds_needed())
                 sandbox.base_commit(refresh=True)
+                if self.grade_in is GradeIn.FRESH:
+                    forget_history(sandbox)  # no later commit holds the fix (swe.history)
                 self._install_scripts(sandbox)
                 self._baseline = tamper.baseline_or_none(sandbox, self.task)
                 # Refuses a sandbox whose commands do not see its paths, before any step.

@@ -1,0 +1,43 @@
+"""``forget_history``: the agent's repository keeps its base tree, index and working tree, and
+nothing else of its history (later commits on a branch only ``packed-refs`` names, a stash,
+the reflog, unreachable packed objects), on docker and on local."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox_runtime import SandboxRuntime
+from sandbox_runtime.swe.history import forget_history
+from tests.conftest import DOCKER_IMAGE, bwrap_problem, docker_problem, require
+
+_HISTORY = (
+    "mkdir -p r && cd r && git init -q && git config user.email a@b && git config user.name a"
+    " && echo base > f && git add -A && git commit -qm base"
+    " && git checkout -qb future && echo THE-FIX > f && git commit -qam fix"
+    " && git checkout -q - && echo wip > g && git stash -u -q && git pack-refs --all"
+    " && git gc -q && echo edited > f"
+)
+
+
+@pytest.mark.parametrize("backend", ["docker", "local"])
+def test_only_the_base_is_left(backend: str) -> None:
+    fields: dict[str, object]
+    if backend == "docker":
+        require(docker_problem())
+        fields = {"backend": "docker", "image": DOCKER_IMAGE}
+    else:
+        require(bwrap_problem())
+        fields = {"backend": "local", "options": {"isolation": "namespace"}}
+    with SandboxRuntime(lifetime=300, **fields) as sandbox:
+        sandbox.exec(_HISTORY, check=True)
+        base = forget_history(sandbox, cwd="r")
+        assert sandbox.base_commit(cwd="r") == base
+        look = "cd r && git -c safe.directory='*' "
+        assert sandbox.exec(look + "log --all --format=%s").stdout == "base\n"
+        assert sandbox.exec(look + "stash list").stdout == ""
+        assert sandbox.exec(look + "reflog").stdout == ""
+        assert sandbox.exec(look + "status --short").stdout == " M f\n"  # index kept
+        objects = sandbox.exec(look + "cat-file --batch-all-objects --batch-check").stdout
+        assert len(objects.splitlines()) == 3  # the commit, its tree, the base blob
+        assert sandbox.exec("grep -rl THE-FIX r/.git || true").stdout == ""
+        assert sandbox.read_text("r/f") == "edited\n"
