@@ -1,0 +1,73 @@
+"""Inspect's own ``inspect eval`` of a bundled SWE task in ``sandbox-runtime`` sandboxes.
+
+The gold solver applies the task's patch through the sandbox environment's ``exec`` and scores
+1 by this library's grader; the null solver changes nothing and scores 0.  No model is called
+(``mockllm/model``).  Afterwards no sandbox of the run is left (task cleanup removes what
+carries the run's label).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime import list_sandboxes
+
+TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
+INSPECT = Path(sys.executable).with_name("inspect")
+
+
+@pytest.fixture(params=["local", "docker"])
+def backend_and_image(request: pytest.FixtureRequest) -> tuple[str, str]:
+    if request.param == "docker":
+        return "docker", request.getfixturevalue("docker_image")
+    return "local", ""
+
+
+def _eval(tmp_path: Path, name: str, backend: str, image: str, label: str) -> float:
+    from inspect_ai.log import read_eval_log
+
+    logs = tmp_path / name
+    command = [str(INSPECT), "eval", f"{TASKS}@{name}", "--model", "mockllm/model"]
+    command += ["-T", f"backend={backend}", "-T", f"label={label}", "--log-dir", str(logs)]
+    if image:
+        command += ["-T", f"base_image={image}"]
+    done = subprocess.run(
+        [*command, "--display", "plain", "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log_file,) = logs.glob("*.json")
+    log = read_eval_log(str(log_file))
+    assert log.status == "success", log.error
+    (sample,) = log.samples or []
+    assert sample.error is None, sample.error
+    assert sample.scores is not None
+    (score,) = sample.scores.values()
+    return float(score.value)
+
+
+@pytest.mark.slow
+def test_inspect_eval_gold_is_1_and_null_is_0_and_nothing_is_left(
+    tmp_path: Path, backend_and_image: tuple[str, str]
+) -> None:
+    backend, image = backend_and_image
+    label = uuid.uuid4().hex[:12]
+    assert _eval(tmp_path, "swe_gold", backend, image, label) == 1.0
+    assert _eval(tmp_path, "swe_null", backend, image, label) == 0.0
+    assert list_sandboxes(backend, labels={"test-run": label}) == []
+
+
+def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
+    code = (
+        "from inspect_ai.util._sandbox.registry import registry_find_sandboxenv;"
+        "print(registry_find_sandboxenv('sandbox-runtime').__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "sandbox_runtime.integrations.inspect._environment"
