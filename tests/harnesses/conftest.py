@@ -15,7 +15,11 @@ from tests.swe.conftest import _sample_cache
 
 __all__ = ["_sample_cache"]
 
-_NEEDS = {"test_minisweagent.py": "minisweagent", "test_inspect.py": "inspect_ai"}
+_NEEDS = {
+    "test_minisweagent.py": "minisweagent",
+    "test_inspect.py": "inspect_ai",
+    "test_inspect_conformance.py": "inspect_ai",
+}
 
 collect_ignore = [
     name
