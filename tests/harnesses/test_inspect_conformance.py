@@ -9,7 +9,7 @@ sandboxes cannot pass are xfailed below, each with the reason.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,8 +64,8 @@ def shared_sandbox(request: pytest.FixtureRequest) -> Iterator[SandboxRuntime]:
 @pytest.fixture
 async def sandbox_env(
     request: pytest.FixtureRequest, shared_sandbox: SandboxRuntime
-) -> AsyncIterator[SandboxRuntimeSandboxEnvironment]:
+) -> SandboxRuntimeSandboxEnvironment:
     reason = _XFAIL[shared_sandbox.config.backend].get(request.node.originalname)
     if reason:
         request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
-    yield SandboxRuntimeSandboxEnvironment(AsyncSandboxRuntime.wrap(shared_sandbox))
+    return SandboxRuntimeSandboxEnvironment(AsyncSandboxRuntime.wrap(shared_sandbox))
