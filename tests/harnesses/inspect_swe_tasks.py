@@ -13,6 +13,7 @@ from typing import Any
 
 from inspect_ai import task
 from inspect_ai.solver import Generate, TaskState, solver
+from inspect_ai.util import sandbox
 
 from sandbox_runtime.integrations.inspect.swe import oracle_solver, swe_task
 
@@ -35,10 +36,22 @@ def null_solver() -> Any:
     return solve
 
 
-def _task(solver: Any, backend: str, base_image: str, label: str) -> Any:
+@solver  # type: ignore[untyped-decorator,unused-ignore]
+def waiting_solver() -> Any:
+    """Waits in the sandbox (the test kills Inspect meanwhile)."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        await sandbox().exec(["sleep", "600"], timeout=900)
+        return state
+
+    return solve
+
+
+def _task(solver: Any, backend: str, base_image: str, label: str, base_dir: str = "") -> Any:
     return swe_task(
         TASK_SOURCE,
         backend=backend,
+        backend_options={"base_dir": base_dir} if base_dir else None,
         solver=solver,
         ids=[TASK_ID],
         env=_env(backend),
@@ -51,6 +64,11 @@ def _task(solver: Any, backend: str, base_image: str, label: str) -> Any:
 @task  # type: ignore[untyped-decorator,unused-ignore]
 def swe_gold(backend: str = "local", base_image: str = "", label: str = "") -> Any:
     return _task(oracle_solver(), backend, base_image, label)
+
+
+@task  # type: ignore[untyped-decorator,unused-ignore]
+def swe_waiting(label: str, base_dir: str) -> Any:
+    return _task(waiting_solver(), "local", "", label, base_dir)
 
 
 @task  # type: ignore[untyped-decorator,unused-ignore]

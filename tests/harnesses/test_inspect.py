@@ -8,14 +8,16 @@ carries the run's label).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from sandbox_runtime import list_sandboxes
+from sandbox_runtime import list_sandboxes, load_backend
 
 TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
 INSPECT = Path(sys.executable).with_name("inspect")
@@ -71,3 +73,29 @@ def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "sandbox_runtime.integrations.inspect._environment"
+
+
+@pytest.mark.slow
+def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
+    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
+    label = uuid.uuid4().hex[:12]
+    command = [str(INSPECT), "eval", f"{TASKS}@swe_waiting", "--model", "mockllm/model"]
+    command += ["-T", f"label={label}", "-T", f"base_dir={base_dir}"]
+    command += ["--log-dir", str(tmp_path / "logs"), "--display", "none"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    options = {"base_dir": str(base_dir)}
+    try:
+        deadline = time.monotonic() + 180
+        while not list_sandboxes("local", labels={"test-run": label}, options=options):
+            assert time.monotonic() < deadline, "inspect never opened its sandbox"
+            assert process.poll() is None, "inspect ended early"
+            time.sleep(0.5)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (found,) = list_sandboxes("local", labels={"test-run": label}, options=options)
+    assert found.labels["harness"] == "inspect"
+    backend = load_backend("local")
+    reaped = backend.reap(backend.options_model.model_validate(options))
+    assert [r.sandbox_id for r in reaped] == [found.sandbox_id]
+    assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
