@@ -99,3 +99,20 @@ def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path
     reaped = backend.reap(backend.options_model.model_validate(options))
     assert [r.sandbox_id for r in reaped] == [found.sandbox_id]
     assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
+
+
+def test_the_config_round_trips_hides_credentials_and_names_a_bad_field(tmp_path: Path) -> None:
+    from sandbox_runtime.errors import ConfigError
+    from sandbox_runtime.integrations.inspect import (
+        SandboxRuntimeConfig,
+        SandboxRuntimeSandboxEnvironment,
+    )
+
+    config = SandboxRuntimeConfig(backend="ags", backend_options={"api_key": "s3cret"})
+    assert "s3cret" not in config.model_dump_json()
+    assert SandboxRuntimeSandboxEnvironment.config_deserialize(config.model_dump()) == config
+    assert hash(config) == hash(SandboxRuntimeConfig.model_validate(config.model_dump()))
+    bad = tmp_path / "sandbox.yaml"
+    bad.write_text("backend: local\nworkdri: /x\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sandbox.yaml: workdri: Extra inputs"):
+        SandboxRuntimeSandboxEnvironment.config_deserialize(str(bad))  # type: ignore[arg-type]

@@ -155,7 +155,10 @@ def test_the_protocol_in_process(tmp_path: Path) -> None:
 
     label = uuid.uuid4().hex[:12]
     with SandboxRuntimeEnvironment(
-        backend="local", interpreter=["bash", "-c"], labels={"test-run": label}, env={"X": "1"}
+        backend="local",
+        interpreter=["bash", "-c"],
+        labels={"test-run": label},
+        env={"X": "1", "API_TOKEN": "s3cret"},
     ) as env:
         out = env.execute({"command": "echo out; echo err >&2; echo $X; pwd"}, cwd="/")
         assert out["returncode"] == 0
@@ -171,6 +174,9 @@ def test_the_protocol_in_process(tmp_path: Path) -> None:
         assert variables["system"] == "Linux"
         assert variables["extra"] == 1
         assert variables["backend"] == "local"
+        # the token reaches commands, never prompts or trajectory files
+        assert env.execute({"command": "echo $API_TOKEN"})["output"] == "s3cret\n"
+        assert "s3cret" not in json.dumps(variables) + json.dumps(env.serialize())
 
         # mini-swe-agent's own loop, in process
         model = DeterministicModel(
@@ -234,3 +240,8 @@ def test_a_killed_mini_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> Non
     assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
     with pytest.raises(SandboxGoneError):
         SandboxRuntime.connect("local", found[0].sandbox_id, options=options).exec("true")
+
+
+def test_a_bad_key_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="bakend"):
+        SandboxRuntimeEnvironment(bakend="local")

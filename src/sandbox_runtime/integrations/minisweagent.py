@@ -49,7 +49,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox_runtime._core.config import SandboxConfig
+from sandbox_runtime._core.config import SandboxConfig, mask_secrets
 from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
@@ -124,7 +124,11 @@ class SandboxRuntimeEnvironment:
         self.run_id = new_run_id()
         self.sandbox = self._open()
         self._closer = weakref.finalize(self, self.sandbox.close)
-        self._uname = self._read_uname()
+        try:
+            self._uname = self._read_uname()
+        except BaseException:
+            self.close()
+            raise
 
     def _labels(self) -> dict[str, str]:
         return {**self.config.labels, HARNESS_LABEL: HARNESS_NAME, RUN_LABEL: self.run_id}
@@ -194,14 +198,18 @@ class SandboxRuntimeEnvironment:
         from minisweagent.utils.serialize import recursive_merge
 
         own = {"sandbox_id": self.sandbox.id, "cwd": self.config.cwd or self.sandbox.workdir}
-        return dict(recursive_merge(self.config.model_dump(), self._uname, own, kwargs))
+        return dict(recursive_merge(self._public_config(), self._uname, own, kwargs))
+
+    def _public_config(self) -> dict[str, Any]:
+        """The config as prompts and trajectory files may show it: credentials masked."""
+        return dict(mask_secrets(self.config.model_dump(mode="json")))
 
     def serialize(self) -> dict[str, Any]:
         """The environment's part of a trajectory file."""
         return {
             "info": {
                 "config": {
-                    "environment": self.config.model_dump(mode="json"),
+                    "environment": self._public_config(),
                     "environment_type": f"{type(self).__module__}.{type(self).__name__}",
                     "sandbox_id": self.sandbox.id,
                 }

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
+from sandbox_runtime._core.config import mask_secrets
 from sandbox_runtime.errors import ConfigError
 
 __all__ = ["SandboxRuntimeConfig", "resolve_config"]
@@ -45,6 +46,12 @@ class SandboxRuntimeConfig(BaseModel):
     sample whose metadata names a ``task_id`` of it gets that task's prepared sandbox."""
     base_image: str | None = None
     """Base image of the bundled samples' Docker images (``sandbox-runtime run --base-image``)."""
+
+    @field_serializer("backend_options", "env", mode="wrap")
+    def _mask(self, value: Any, handler: Any, info: Any) -> Any:
+        """Inspect writes sample sandbox specs into its logs: no credentials there."""
+        dumped = handler(value)
+        return mask_secrets(dumped) if info.mode == "json" else dumped
 
     def __hash__(self) -> int:
         return hash(self.model_dump_json())
