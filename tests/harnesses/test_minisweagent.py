@@ -24,8 +24,8 @@ import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from sandbox_runtime import SandboxGoneError, SandboxRuntime, list_sandboxes, load_backend
-from sandbox_runtime.integrations._harness_tasks import grade_patch, load_task, task_config
-from sandbox_runtime.integrations.minisweagent import SandboxRuntimeEnvironment
+from sandbox_runtime.integrations._harness_tasks import load_task
+from sandbox_runtime.integrations.minisweagent import SandboxRuntimeEnvironment, grade_trajectory
 
 TASK_SOURCE = "bundled:r2e"
 TASK_ID = "csvline__c2144404831e"
@@ -71,7 +71,7 @@ def _environment(backend: str, label: str, base_image: str | None) -> dict[str, 
 
 def _run_mini(
     tmp_path: Path, replies: list[dict[str, Any]], environment: dict[str, Any]
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Path]:
     config = {
         "model": {
             "model_class": "deterministic",
@@ -96,15 +96,13 @@ def _run_mini(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     data: dict[str, Any] = json.loads(trajectory.read_text(encoding="utf-8"))
-    return data
+    return data, trajectory
 
 
-def _grade(backend: str, submission: str, base_image: str | None) -> float | None:
-    task = load_task(TASK_SOURCE, TASK_ID)
-    config = task_config(task, backend=backend, base_image=base_image)
-    if backend == "local":
-        config = config.model_copy(update={"env": {**config.env, **_local_env()}})
-    return grade_patch(task, config, submission, timeout=300).reward
+def _grade(backend: str, trajectory: Path) -> float | None:
+    # this library's grader, from the trajectory mini wrote (it names the task and backend)
+    env = _local_env() if backend == "local" else None
+    return grade_trajectory(trajectory, env=env, timeout=300).reward
 
 
 @pytest.fixture(params=["local", "docker"])
@@ -123,7 +121,7 @@ def test_mini_cli_gold_is_1_and_null_is_0_and_nothing_is_left(
     gold = load_task(TASK_SOURCE, TASK_ID).gold_patch
 
     (tmp_path / "gold").mkdir()
-    ran = _run_mini(
+    ran, trajectory = _run_mini(
         tmp_path / "gold", _gold_replies(gold), _environment(backend, label, base_image)
     )
     info = ran["info"]
@@ -132,17 +130,17 @@ def test_mini_cli_gold_is_1_and_null_is_0_and_nothing_is_left(
     assert info["config"]["environment_type"].endswith("SandboxRuntimeEnvironment")
     # the observations came from the sandbox: git status saw the agent's change
     assert any("M " in str(m.get("content")) for m in ran["messages"] if m["role"] == "user")
-    assert _grade(backend, info["submission"], base_image) == 1.0
+    assert _grade(backend, trajectory) == 1.0
 
     (tmp_path / "null").mkdir()
-    null = _run_mini(
+    null, null_trajectory = _run_mini(
         tmp_path / "null",
         [_reply(f"echo {MARKER} && git diff")],
         _environment(backend, label, base_image),
     )
     assert null["info"]["exit_status"] == "Submitted"
     assert null["info"]["submission"].strip() == ""
-    assert _grade(backend, null["info"]["submission"], base_image) == 0.0
+    assert _grade(backend, null_trajectory) == 0.0
 
     assert list_sandboxes(backend, labels={"test-run": label}) == []
 

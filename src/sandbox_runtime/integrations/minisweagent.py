@@ -41,10 +41,12 @@ describe the sandbox's kernel and machine (``uname``), not the host's.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,17 +58,20 @@ from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.integrations._harness_tasks import (
     HARNESS_LABEL,
     RUN_LABEL,
+    grade_patch,
     load_task,
     new_run_id,
     open_prepared,
     task_config,
 )
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult
 
 __all__ = [
     "HARNESS_NAME",
     "SUBMIT_MARKER",
     "SandboxRuntimeEnvironment",
     "SandboxRuntimeEnvironmentConfig",
+    "grade_trajectory",
 ]
 
 #: The value of the ``harness`` label on this environment's sandboxes.
@@ -255,3 +260,44 @@ def _check_submitted(output: Mapping[str, Any]) -> None:
             "extra": {"exit_status": "Submitted", "submission": submission},
         }
     )
+
+
+def grade_trajectory(
+    path: str | os.PathLike[str],
+    *,
+    backend_options: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> GradeResult:
+    """Grade the submission of a mini-swe-agent trajectory file by this library's grader.
+
+    The trajectory (``mini -o run.traj.json``, or ``mini-extra``'s per-instance file) of a run
+    in this environment names its task (``task_source``, ``task_id``) and backend in its
+    config; the submission (the diff the agent printed after the marker) is applied in a fresh
+    sandbox of that task and its tests decide, as the SWE-bench harness grades mini's
+    predictions.  ``backend_options`` replace the recorded ones (credentials are masked in
+    the file); ``env`` is added to the grading sandbox's.  A run that did not submit is a 0;
+    tests that give no verdict are an ``error`` result (reward ``None``).
+    """
+    where = Path(path)
+    try:
+        data = json.loads(where.read_text(encoding="utf-8"))
+        info = data["info"]
+        recorded = info["config"]["environment"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{where}: not a mini-swe-agent trajectory ({exc})") from exc
+    if not recorded.get("task_source") or not recorded.get("task_id"):
+        raise ConfigError(f"{where}: the environment names no task_source and task_id")
+    task = load_task(str(recorded["task_source"]), str(recorded["task_id"]))
+    options = recorded.get("backend_options") or {}
+    config = task_config(
+        task,
+        backend=str(recorded.get("backend", "docker")),
+        backend_options=dict(backend_options) if backend_options is not None else options,
+        base_image=recorded.get("base_image"),
+    )
+    if env:
+        config = config.model_copy(update={"env": {**config.env, **dict(env)}})
+    if info.get("exit_status") != "Submitted":
+        return GradeResult(0.0, f"the agent did not submit (exit status {info.get('exit_status')})")
+    return grade_patch(task, config, str(info.get("submission") or ""), timeout=timeout)
