@@ -126,10 +126,10 @@ if [ "$#" -eq 0 ]; then
   fi
   harness_stamp=".venv-harness/.pyproject.sha256"
   if [ "$(cat "$harness_stamp" 2>/dev/null)" != "$projects" ] \
-    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, sandbox_runtime, docker, yaml, pytest_timeout, xdist' 2>/dev/null; then
+    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, sandbox_runtime, sandbox_runtime_emulators, docker, yaml, pytest_timeout, xdist' 2>/dev/null; then
     .venv-harness/bin/python -m pip install --quiet --disable-pip-version-check 'uv>=0.9'
     .venv-harness/bin/uv pip install --quiet --python .venv-harness/bin/python \
-      -e '.[docker,mini,inspect]' pytest pytest-timeout pytest-xdist
+      -e '.[docker,ags,mini,inspect]' -e ./emulators pytest pytest-timeout pytest-xdist
     echo "$projects" >"$harness_stamp"
   fi
   SANDBOX_RUNTIME_HARNESS_TESTS=1 MSWEA_SILENT_STARTUP=1 \
