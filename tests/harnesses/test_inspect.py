@@ -52,6 +52,7 @@ def _eval(tmp_path: Path, name: str, backend: str, image: str, label: str) -> fl
     assert sample.error is None, sample.error
     assert sample.scores is not None
     (score,) = sample.scores.values()
+    assert isinstance(score.value, (int, float)), score.value
     return float(score.value)
 
 

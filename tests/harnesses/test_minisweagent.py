@@ -177,7 +177,7 @@ def test_the_protocol_in_process(tmp_path: Path) -> None:
         assert "s3cret" not in json.dumps(variables) + json.dumps(env.serialize())
 
         # mini-swe-agent's own loop, in process
-        model = DeterministicModel(
+        model = DeterministicModel(  # type: ignore[no-untyped-call,unused-ignore]
             outputs=[_reply("echo hi > note.txt"), _reply(f"echo {MARKER} && cat note.txt")],
             cost_per_call=0.0,
         )

@@ -98,7 +98,7 @@ def _run_id(task_name: str) -> str:
 
 
 @sandboxenv(name=SANDBOX_NAME)
-class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc]
+class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc,unused-ignore]
     """One sample's sandbox of this library, as Inspect's tools and scorers see it."""
 
     def __init__(self, runtime: AsyncSandboxRuntime, task: Task | None = None) -> None:
@@ -198,7 +198,7 @@ class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc
         await in_thread(_remove_labelled, settings, {RUN_LABEL: run_id})
 
     @classmethod
-    async def cli_cleanup(cls, id: str | None) -> None:  # noqa: A002: Inspect's name
+    async def cli_cleanup(cls, id: str | None) -> None:
         """``inspect sandbox cleanup sandbox-runtime [ID]``: Inspect runs' sandboxes on docker."""
         settings = SandboxRuntimeConfig()
         if id is None:
@@ -216,7 +216,7 @@ class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc
     async def exec(
         self,
         cmd: list[str],
-        input: str | bytes | None = None,  # noqa: A002: Inspect's name
+        input: str | bytes | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         user: str | None = None,
