@@ -132,6 +132,10 @@ if [ "$#" -eq 0 ]; then
       -e '.[docker,ags,mini,inspect]' -e ./emulators pytest pytest-timeout pytest-xdist
     echo "$projects" >"$harness_stamp"
   fi
+  # The adapters against the harnesses' own types (the main venv's mypy sees them as Any).
+  .venv/bin/mypy --python-executable .venv-harness/bin/python \
+    src/sandbox_runtime/integrations/inspect src/sandbox_runtime/integrations/minisweagent.py \
+    tests/harnesses
   SANDBOX_RUNTIME_HARNESS_TESTS=1 MSWEA_SILENT_STARTUP=1 \
     .venv-harness/bin/python -m pytest tests/harnesses -q -n 2 -p xdist
   log "the training stacks resolve with docs/training.md's commands (uv, --dry-run)"
