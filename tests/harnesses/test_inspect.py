@@ -1,0 +1,119 @@
+"""Inspect's own ``inspect eval`` of a bundled SWE task in ``sandbox-runtime`` sandboxes.
+
+The gold solver applies the task's patch through the sandbox environment's ``exec`` and scores
+1 by this library's grader; the null solver changes nothing and scores 0.  No model is called
+(``mockllm/model``).  Afterwards no sandbox of the run is left (task cleanup removes what
+carries the run's label).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sandbox_runtime import list_sandboxes, load_backend
+
+TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
+INSPECT = Path(sys.executable).with_name("inspect")
+
+
+@pytest.fixture(params=["local", "docker"])
+def backend_and_image(request: pytest.FixtureRequest) -> tuple[str, str]:
+    if request.param == "docker":
+        return "docker", request.getfixturevalue("docker_image")
+    return "local", ""
+
+
+def _eval(tmp_path: Path, name: str, backend: str, image: str, label: str) -> float:
+    from inspect_ai.log import read_eval_log
+
+    logs = tmp_path / name
+    command = [str(INSPECT), "eval", f"{TASKS}@{name}", "--model", "mockllm/model"]
+    command += ["-T", f"backend={backend}", "-T", f"label={label}", "--log-dir", str(logs)]
+    if image:
+        command += ["-T", f"base_image={image}"]
+    done = subprocess.run(
+        [*command, "--display", "plain", "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log_file,) = logs.glob("*.json")
+    log = read_eval_log(str(log_file))
+    assert log.status == "success", log.error
+    (sample,) = log.samples or []
+    assert sample.error is None, sample.error
+    assert sample.scores is not None
+    (score,) = sample.scores.values()
+    assert isinstance(score.value, (int, float)), score.value
+    return float(score.value)
+
+
+@pytest.mark.slow
+def test_inspect_eval_gold_is_1_and_null_is_0_and_nothing_is_left(
+    tmp_path: Path, backend_and_image: tuple[str, str]
+) -> None:
+    backend, image = backend_and_image
+    label = uuid.uuid4().hex[:12]
+    assert _eval(tmp_path, "swe_gold", backend, image, label) == 1.0
+    assert _eval(tmp_path, "swe_null", backend, image, label) == 0.0
+    assert list_sandboxes(backend, labels={"test-run": label}) == []
+
+
+def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
+    code = (
+        "from inspect_ai.util._sandbox.registry import registry_find_sandboxenv;"
+        "print(registry_find_sandboxenv('sandbox-runtime').__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "sandbox_runtime.integrations.inspect._environment"
+
+
+@pytest.mark.slow
+def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
+    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
+    label = uuid.uuid4().hex[:12]
+    command = [str(INSPECT), "eval", f"{TASKS}@swe_waiting", "--model", "mockllm/model"]
+    command += ["-T", f"label={label}", "-T", f"base_dir={base_dir}"]
+    command += ["--log-dir", str(tmp_path / "logs"), "--display", "none"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    options = {"base_dir": str(base_dir)}
+    try:
+        deadline = time.monotonic() + 180
+        while not list_sandboxes("local", labels={"test-run": label}, options=options):
+            assert time.monotonic() < deadline, "inspect never opened its sandbox"
+            assert process.poll() is None, "inspect ended early"
+            time.sleep(0.5)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (found,) = list_sandboxes("local", labels={"test-run": label}, options=options)
+    assert found.labels["harness"] == "inspect"
+    backend = load_backend("local")
+    reaped = backend.reap(backend.options_model.model_validate(options))
+    assert [r.sandbox_id for r in reaped] == [found.sandbox_id]
+    assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
+
+
+def test_the_config_round_trips_hides_credentials_and_names_a_bad_field(tmp_path: Path) -> None:
+    from sandbox_runtime.errors import ConfigError
+    from sandbox_runtime.integrations.inspect import (
+        SandboxRuntimeConfig,
+        SandboxRuntimeSandboxEnvironment,
+    )
+
+    config = SandboxRuntimeConfig(backend="ags", backend_options={"api_key": "s3cret"})
+    assert "s3cret" not in config.model_dump_json()
+    assert SandboxRuntimeSandboxEnvironment.config_deserialize(config.model_dump()) == config
+    assert hash(config) == hash(SandboxRuntimeConfig.model_validate(config.model_dump()))
+    bad = tmp_path / "sandbox.yaml"
+    bad.write_text("backend: local\nworkdri: /x\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sandbox.yaml: workdri: Extra inputs"):
+        SandboxRuntimeSandboxEnvironment.config_deserialize(str(bad))  # type: ignore[arg-type]
