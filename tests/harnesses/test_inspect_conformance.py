@@ -25,24 +25,19 @@ from tests.conftest import bwrap_problem, require
 pytestmark = pytest.mark.anyio
 
 _ROOT_BYPASSES_MODES = "the sandbox runs commands as root, which reads and writes past chmod"
-_ONE_SHELL_STRING = (
-    "through envd (the in-sandbox agent, AGS's envd) an argument vector travels as one shell "
-    "string, so a command line of 1 MiB exceeds Linux's 128 KiB limit on one argument"
-)
 # Checks the backend cannot pass, with the reason (a deliberate difference, not a bug).
 _XFAIL: dict[str, dict[str, str]] = {
     "local": {
         "test_exec_as_user": "a local sandbox runs as the host's user and cannot switch users",
     },
     "ags": {
-        "test_exec_large_command": _ONE_SHELL_STRING,
         "test_exec_as_user": (
             "the emulator's instances are local sandboxes under bubblewrap whose /etc is the "
             "host's, read-only, so adduser cannot add the check's user (a real AGS instance "
             "is a container)"
         ),
     },
-    "docker": {"test_exec_large_command": _ONE_SHELL_STRING},
+    "docker": {},
 }
 if os.geteuid() == 0:
     for reasons in _XFAIL.values():

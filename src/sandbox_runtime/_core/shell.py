@@ -60,6 +60,14 @@ _AUTO = (
 )
 
 
+# An argument vector too long for one argument: its words follow the four fixed parameters
+# and run as one simple command (builtins and functions resolve as under eval).
+_ARGV = _STARTED + _CD + _STDIN + 'shift 4; "$@"'
+#: Linux refuses one argument longer than this (MAX_ARG_STRLEN, 32 pages); a command whose
+#: quoted text is longer travels word by word (each word still under it).
+_LONGEST_ARGUMENT = 128 * 1024 - 1
+
+
 def check_cwd(exit_code: int, stderr: bytes, cwd: str) -> None:
     """Raise :class:`SandboxFileNotFoundError` when the wrapper reported a missing ``cwd``.
 
@@ -98,6 +106,9 @@ def wrapped_argv(
     """
     text = shell_text(command)
     tail = [stdin_file or "", started_marker or ""]
+    if not isinstance(command, str) and len(text.encode()) > _LONGEST_ARGUMENT // 2:
+        # As one shell text it would fail with E2BIG ("Argument list too long").
+        return [shell or "/bin/sh", "-c", _ARGV, token, cwd, "", *tail, *command]
     if shell is None:
         return ["/bin/sh", "-c", _AUTO, token, cwd, text, *tail]
     return [shell, "-c", _EVAL, token, cwd, text, *tail]

@@ -447,6 +447,16 @@ class SandboxConformance(CheckpointConformance, LeaseConformance):
             sandbox.download("evil-link", tmp_path / "copy")
         assert not (tmp_path / "copy").exists()
 
+    def test_an_argument_vector_longer_than_one_argument_runs(
+        self, sandbox: SandboxRuntime
+    ) -> None:
+        # Quoted as one shell text, two 100 KB words exceed Linux's 128 KiB for one argument
+        # ("Argument list too long"); each word alone is within it.
+        words = ["a" * 100_000, "b'c" * 30_000]
+        result = sandbox.exec(["sh", "-c", 'printf "%s\\n" "${#1}" "${#2}"', "sh", *words])
+        assert result.exit_code == 0, result.stderr[-300:]
+        assert result.stdout.split() == ["100000", "90000"]
+
     def test_download_of_odd_files_arrives_whole(
         self, sandbox: SandboxRuntime, tmp_path: Path
     ) -> None:
