@@ -62,7 +62,13 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
-from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, resolve_grading
+from sandbox_runtime.swe.strict import (
+    DroppedChange,
+    GradingMode,
+    apply_strict,
+    grade_strict,
+    resolve_grading,
+)
 from sandbox_runtime.swe.tamper import flags_from_patch
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import PatchVerdict
@@ -116,9 +122,10 @@ def judge_patch(
     with sandbox:
         prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
-        error, dropped = _apply(task, sandbox, patch, strict=strict)
         began = time.monotonic()
-        graded = grade(task, sandbox, timeout=test_timeout, patch_error=error)
+        graded, dropped = _apply_and_grade(
+            task, sandbox, patch, strict=strict, timeout=test_timeout
+        )
         grading_seconds = time.monotonic() - began
     graded.grade_in = "fresh"
     if strict:
@@ -127,15 +134,23 @@ def judge_patch(
     return PatchVerdict(graded, flags_from_patch(task, patch), sandbox.usage, grading_seconds)
 
 
-def _apply(
-    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool
-) -> tuple[str | None, list[DroppedChange]]:
-    """Apply ``patch`` (or its allowed part); the patch tool's message when it did not apply."""
+def _apply_and_grade(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool, timeout: float
+) -> tuple[GradeResult, list[DroppedChange]]:
+    """Apply ``patch`` (or its allowed part) and grade; a 0 with the tool's word if it failed."""
     if strict:
         done = apply_strict(task, sandbox, patch)
-        return (None if done.applied else done.message or "the patch does not apply"), done.dropped
+        if done.applied or done.refused:
+            return grade_strict(task, sandbox, done, timeout=timeout), done.dropped
+        error = done.message or "the patch does not apply"
+        return grade(task, sandbox, timeout=timeout, patch_error=error), done.dropped
     applied = sandbox.apply_patch(patch)
-    return (None if applied else applied.message or "the patch does not apply"), []
+    if not applied:
+        error = applied.message or "the patch does not apply"
+        return grade(task, sandbox, timeout=timeout, patch_error=error), []
+    graded = grade(task, sandbox, timeout=timeout)
+    graded.applied_by = applied.method
+    return graded, []
 
 
 def grade_patch(
