@@ -77,12 +77,14 @@ def test_every_kind_of_change_git_writes_is_read_and_applies_as_read(
     assert by_path[("gone.py",)].new_path is None
     assert by_path[("blob.bin",)].binary
     assert (by_path[("run.sh",)].old_mode, by_path[("run.sh",)].new_mode) == ("100644", "100755")
-    assert by_path[("link",)].symlink and by_path[("link",)].added == ["f.py"]
+    assert by_path[("link",)].symlink
+    assert by_path[("link",)].added == ["f.py"]
     assert ("sp ace é.py",) in by_path
     rebuilt = "".join(section.text for section in sections)
     assert rebuilt == patch  # the prose is left out, nothing else
     subprocess.run(["git", "apply", "-"], cwd=repo, input=rebuilt.encode(), check=True)
-    assert (repo / "new.txt").read_text() == "x\n" and not (repo / "gone.py").exists()
+    assert (repo / "new.txt").read_text() == "x\n"
+    assert not (repo / "gone.py").exists()
     assert (repo / "blob.bin").read_bytes() == bytes(range(255, -1, -1)) * 2
 
 
@@ -123,7 +125,10 @@ def test_an_empty_line_in_a_hunk_is_empty_context() -> None:
             "diff --git a/sub b/sub\nnew file mode 160000\nindex 0000000..1111111\n",
             "file mode '160000' is refused",
         ),
-        ("diff --git a/b.bin b/b.bin\nBinary files a/b.bin and b/b.bin differ\n", "without its data"),
+        (
+            "diff --git a/b.bin b/b.bin\nBinary files a/b.bin and b/b.bin differ\n",
+            "without its data",
+        ),
         (
             "diff --git a/x.py b/x.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n",
             "differ from the diff --git header",
@@ -189,7 +194,11 @@ def test_a_symlink_inside_the_source_is_kept(bundled_tasks: list[Task]) -> None:
         ("fractions.cpython-311-x86_64-linux-gnu.so", None, "fractions"),
         ("pkg/argparse.py", None, None),
         ("src/argparse.py", None, None),
-        ("src/argparse.py", ModuleGuard(frozenset({"argparse"}), path_dirs=("", "src")), "argparse"),
+        (
+            "src/argparse.py",
+            ModuleGuard(frozenset({"argparse"}), path_dirs=("", "src")),
+            "argparse",
+        ),
         ("src/_pytest/main.py", ModuleGuard(frozenset({"_pytest"}), frozenset({"_pytest"})), None),
         ("lib/x/decimal.py", ModuleGuard(frozenset({"decimal"}), path_dirs=("lib/x",)), "decimal"),
         ("README.md", None, None),
@@ -202,7 +211,8 @@ def test_modules_that_shadow_the_stdlib_or_the_runner_are_dropped(
     if shadowed is None:
         assert why is None
     else:
-        assert why is not None and f"module {shadowed!r}" in why
+        assert why is not None
+        assert f"module {shadowed!r}" in why
 
 
 @pytest.mark.parametrize("path", [".env", "pkg/.envrc", ".coveragerc", ".bashrc", "pytest.toml"])
