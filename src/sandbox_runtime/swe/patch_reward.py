@@ -35,15 +35,20 @@ Every reward gets its own sandbox, so responses are graded independently and in 
 (verl's reward workers may call this from many threads or processes).  That sandbox is
 fresh and holds nothing but the response's patch, so grading is always the SWE-bench
 harness's ``fresh`` kind here (there is no agent sandbox to grade in).  Grading is strict by
-default (:mod:`sandbox_runtime.swe.strict`): the patch's changes to the task's tests,
-``conftest.py``, test settings, startup hooks and the like are dropped before the rest is
-applied, so a patch that games the tests earns nothing; ``reward_kwargs: {grading:
+default (:mod:`sandbox_runtime.swe.strict`): a response whose patch text is not exactly
+git's unified diff is refused (0, flagged; :mod:`sandbox_runtime.swe.patch_text`), the
+patch's changes to the task's tests, ``conftest.py``, test settings, startup hooks, modules
+shadowing the standard library and the like are dropped before the rest is applied with
+``git apply`` (no fuzz), and a canary catches source that neuters the assertions, so a patch
+that games the tests earns nothing; ``reward_kwargs: {grading:
 benchmark}`` applies the whole patch.  What a patch changes that grading reads is flagged
 either way.
 
 With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
-``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the
-patch was flagged, how many of its files strict grading dropped, and the sandbox's
+``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: the reward
+integrity counts (``flagged``: a tamper flag, a refused patch or a tripped canary;
+``dropped``: files strict grading kept from the tests; ``refused``: the text was not git's
+unified diff; ``canary_tripped``: :mod:`sandbox_runtime.swe.canary`), and the sandbox's
 accounting (start latency, sandbox-seconds, commands, bytes, retries, faults, grading time;
 :mod:`sandbox_runtime._core.usage`).
 """

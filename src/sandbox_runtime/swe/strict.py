@@ -8,6 +8,9 @@ runner script, tests deleted or marked to be skipped, an edited site-packages.  
 (:mod:`sandbox_runtime.swe.tamper`) name such changes; a trainer reads the reward, not the
 flags, so strict grading takes them out of the reward instead:
 
+* the patch text is read whole first (:mod:`sandbox_runtime.swe.patch_text`): anything but
+  git's unified diff refuses it (0, ``refused``, flagged), and what was read is applied by
+  ``git apply`` alone, with no fuzz;
 * grading always runs in a fresh sandbox from the task's image (as ``--grade-in fresh``), so
   nothing outside the repository (the interpreter's files, R2E-Gym's hidden tests and
   ``run_tests.sh``, ignored files) reaches it;
@@ -23,12 +26,17 @@ flags, so strict grading takes them out of the reward instead:
   back is a file neither the agent nor the repository wrote, and a fix rarely needs to
   change test settings in the same patch.
 
+* a new module that would be imported instead of the standard library's or the runner's
+  (a ``/testbed/argparse.py``) is dropped; which names and directories count is asked of the
+  fresh sandbox (:func:`module_guard`).
+
 Each dropped file is reported (:class:`DroppedChange`: path and why), so a run says what
 the reward was computed without.  What strict grading cannot take out is the fix's own
 code: the source files it changes run inside the test process.  A change there that only
 games the exit code (``os._exit(0)`` at exit) earns nothing, because every format grades by
-per-test results, not exit codes; a source change written to forge those results is not
-caught here.
+per-test results, not exit codes; a source change written to forge those results is
+detected by its effect instead: :func:`grade_strict` runs the canary
+(:mod:`sandbox_runtime.swe.canary`) after the tests.
 """
 
 from __future__ import annotations
