@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runtime.swe import Task
+from sandbox_runtime.swe.canary import _pytest_verdict, _unittest_verdict, modules_of
 from sandbox_runtime.swe.patch_text import PatchRefused, read_patch
 from sandbox_runtime.swe.strict import ModuleGuard, drop_reason, filter_patch
 from tests.swe.conftest import task_named
@@ -218,3 +219,25 @@ def test_modules_that_shadow_the_stdlib_or_the_runner_are_dropped(
 @pytest.mark.parametrize("path", [".env", "pkg/.envrc", ".coveragerc", ".bashrc", "pytest.toml"])
 def test_files_the_runner_or_shell_read_are_dropped(path: str) -> None:
     assert drop_reason(path) is not None
+
+
+def test_the_canarys_verdicts_and_the_modules_it_imports() -> None:
+    token = "0123abcd"
+    failed = f"FAILED test_{token}.py::Check{token}::test_unittest_{token}\n"
+    failed += f"FAILED test_{token}.py::test_assert_{token}\n"
+    assert _pytest_verdict(failed, 1, token) is None
+    forged = _pytest_verdict(failed + f"PASSED test_{token}.py::test_assert_{token}\n", 1, token)
+    assert forged is not None
+    assert forged.tripped
+    exited = _pytest_verdict("", 0, token)
+    assert exited is not None
+    assert exited.tripped
+    unclear = _pytest_verdict("no tests ran", 5, token)
+    assert unclear is not None
+    assert unclear.state == "inconclusive"
+    assert _unittest_verdict(f"FAIL: test_unittest_{token} (x)\n", 1, token) is None
+    passed = _unittest_verdict(f"test_unittest_{token} (x.C) ... ok\n", 1, token)
+    assert passed is not None
+    assert passed.tripped
+    paths = ["pkg/__init__.py", "src/lib/core.py", "README.md", "pkg/core.py", "bad-name/x.py"]
+    assert modules_of(paths) == ["pkg", "lib.core", "pkg.core"]

@@ -95,7 +95,7 @@ def modules_of(paths: Iterable[str]) -> list[str]:
     return names
 
 
-def _pytest_verdict(output: str, exit_code: int | None, file: str, token: str) -> Canary | None:
+def _pytest_verdict(output: str, exit_code: int | None, token: str) -> Canary | None:
     """The canary's state from a pytest ``-rA`` run, ``None`` when it gave no verdict."""
     passed = [line for line in output.splitlines() if "PASSED" in line and token in line]
     failed = [line for line in output.splitlines() if "FAILED" in line and token in line]
@@ -116,6 +116,32 @@ def _unittest_verdict(output: str, exit_code: int | None, token: str) -> Canary 
     return Canary(CANARY_INCONCLUSIVE, f"unittest gave no canary verdict (exit {exit_code})")
 
 
+def _run_both(
+    sandbox: SandboxRuntime, python: str, file: str, token: str, timeout: float
+) -> Canary:
+    """Pytest's verdict (when it is installed) and unittest's, tripped if either trips."""
+    found: list[Canary | None] = []
+    probe = sandbox.exec(f'{python} -c "import pytest"', timeout=60, env=_ENV)
+    if probe.exit_code == 0:
+        run = sandbox.exec(
+            f"{python} -m pytest -rA -p no:cacheprovider -q {shlex.quote(file)}",
+            timeout=timeout,
+            env=_ENV,
+        )
+        found.append(_pytest_verdict(run.output, run.exit_code, token))
+        if found[-1] is not None and found[-1].tripped:
+            return found[-1]
+    run = sandbox.exec(
+        f"{python} -m unittest -v {shlex.quote(file[:-3])}", timeout=timeout, env=_ENV
+    )
+    found.append(_unittest_verdict(run.output, run.exit_code, token))
+    if found[-1] is not None and found[-1].tripped:
+        return found[-1]
+    if any(verdict is None for verdict in found):  # one runner saw both canaries fail
+        return Canary(CANARY_CLEAN)
+    return next(verdict for verdict in found if verdict is not None)
+
+
 def run_canary(
     sandbox: SandboxRuntime, modules: Iterable[str], *, timeout: float = _TIMEOUT
 ) -> Canary:
@@ -131,21 +157,7 @@ def run_canary(
     try:
         sandbox.write_text(path, script)
         try:
-            probe = sandbox.exec(f'{python} -c "import pytest"', timeout=60, env=_ENV)
-            if probe.exit_code == 0:
-                run = sandbox.exec(
-                    f"{python} -m pytest -rA -p no:cacheprovider -q {shlex.quote(file)}",
-                    timeout=timeout,
-                    env=_ENV,
-                )
-                found = _pytest_verdict(run.output, run.exit_code, file, token)
-                if found is not None:
-                    return found
-            run = sandbox.exec(
-                f"{python} -m unittest -v {shlex.quote(file[:-3])}", timeout=timeout, env=_ENV
-            )
-            found = _unittest_verdict(run.output, run.exit_code, token)
-            return found if found is not None else Canary(CANARY_CLEAN)
+            return _run_both(sandbox, python, file, token, timeout)
         finally:
             sandbox.exec(f"rm -f {shlex.quote(path)}", timeout=60)
     except SandboxError as exc:
