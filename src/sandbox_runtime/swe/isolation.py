@@ -24,7 +24,13 @@ from sandbox_runtime.swe.agents.simple import apply_reversed
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
-from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, grade_strict
+from sandbox_runtime.swe.strict import (
+    DroppedChange,
+    GradingMode,
+    apply_strict,
+    check_canary,
+    refused_grade,
+)
 from sandbox_runtime.swe.task import Task
 
 __all__ = ["GradeIn", "apply_diff", "grade_fresh", "resolve_grade_in"]
@@ -112,13 +118,15 @@ def _start_apply_grade(
             sandbox.start()
             prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
+        done = None
+        applied_by = ""
         if strict:
             done = apply_strict(task, sandbox, patch)
-            if done.applied or done.refused:
-                return grade_strict(task, sandbox, done, timeout=timeout), done.dropped
-            return _not_applied(done.message), done.dropped
-        applied_by = ""
-        if patch.strip():
+            if done.refused:
+                return refused_grade(done), []
+            if not done.applied:
+                return _not_applied(done.message), done.dropped
+        elif patch.strip():
             applied_by, message = _apply_lenient(sandbox, patch, reverse=reverse)
             if message is not None:
                 return _not_applied(message), []
@@ -127,7 +135,9 @@ def _start_apply_grade(
         return GradeResult(None, error), []
     graded = grade(task, sandbox, timeout=timeout)
     graded.applied_by = applied_by
-    return graded, []
+    if done is None:
+        return graded, []
+    return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
 
 
 def _not_applied(message: str | None) -> GradeResult:

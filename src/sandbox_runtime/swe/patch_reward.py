@@ -71,7 +71,8 @@ from sandbox_runtime.swe.strict import (
     DroppedChange,
     GradingMode,
     apply_strict,
-    grade_strict,
+    check_canary,
+    refused_grade,
     resolve_grading,
 )
 from sandbox_runtime.swe.tamper import flags_from_patch
@@ -145,10 +146,13 @@ def _apply_and_grade(
     """Apply ``patch`` (or its allowed part) and grade; a 0 with the tool's word if it failed."""
     if strict:
         done = apply_strict(task, sandbox, patch)
-        if done.applied or done.refused:
-            return grade_strict(task, sandbox, done, timeout=timeout), done.dropped
-        error = done.message or "the patch does not apply"
-        return grade(task, sandbox, timeout=timeout, patch_error=error), done.dropped
+        if done.refused:
+            return refused_grade(done), []
+        if not done.applied:
+            error = done.message or "the patch does not apply"
+            return grade(task, sandbox, timeout=timeout, patch_error=error), done.dropped
+        graded = grade(task, sandbox, timeout=timeout)
+        return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
     applied = sandbox.apply_patch(patch)
     if not applied:
         error = applied.message or "the patch does not apply"

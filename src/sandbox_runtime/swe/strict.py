@@ -69,11 +69,13 @@ __all__ = [
     "PatchRefused",
     "StrictApplied",
     "apply_strict",
+    "check_canary",
     "drop_reason",
     "filter_patch",
     "grade_strict",
     "module_guard",
     "outside_changes",
+    "refused_grade",
     "resolve_grading",
     "settings_for_tests_changed",
     "split_patch",
@@ -463,6 +465,8 @@ def apply_strict(task: Task, sandbox: SandboxRuntime, patch: str) -> StrictAppli
     applied and taken back when its test sections changed.  A patch whose allowed part is
     empty applies trivially (the tests then grade the untouched repository).
     """
+    if not patch.strip():  # no change at all: the tests grade the untouched repository
+        return StrictApplied(True, "nothing to apply")
     try:
         filtered = filter_patch(task, patch, guard=module_guard(sandbox))
     except PatchRefused as exc:
@@ -490,6 +494,31 @@ def apply_strict(task: Task, sandbox: SandboxRuntime, patch: str) -> StrictAppli
     )
 
 
+def refused_grade(done: StrictApplied) -> GradeResult:
+    """The 0 of a patch whose text strict grading refused (nothing was applied or run)."""
+    return GradeResult(0.0, f"patch refused: {done.refused}", refused=done.refused)
+
+
+def check_canary(
+    sandbox: SandboxRuntime, done: StrictApplied, graded: GradeResult, *, timeout: float
+) -> GradeResult:
+    """``graded`` after the canary (:mod:`sandbox_runtime.swe.canary`): a trip makes it 0.
+
+    Runs only when the tests gave a verdict; the canary's state lands in ``graded.canary``.
+    """
+    graded.applied_by = graded.applied_by or done.applied_by
+    if graded.reward is None:
+        return graded
+    canary = run_canary(sandbox, done.modules, timeout=min(timeout, 120.0))
+    graded.canary = canary.state
+    if canary.tripped and graded.reward:
+        graded.reward = 0.0
+        graded.reason = f"canary tripped ({canary.detail}); the tests said: {graded.reason}"
+    elif canary.tripped:
+        graded.reason = f"{graded.reason}; canary tripped ({canary.detail})"
+    return graded
+
+
 def grade_strict(
     task: Task, sandbox: SandboxRuntime, done: StrictApplied, *, timeout: float
 ) -> GradeResult:
@@ -498,17 +527,9 @@ def grade_strict(
     A refused patch is 0 without running anything (``refused`` says why).  After the tests
     gave a verdict, the canary (:mod:`sandbox_runtime.swe.canary`) runs once with the kept
     modules imported; if it is reported passed, the reward is 0 whatever the tests said.
+    A caller that applied the kept change another way builds ``done`` itself
+    (``StrictApplied(True, modules=canary.modules_of(kept_paths), applied_by=...)``).
     """
     if done.refused:
-        return GradeResult(0.0, f"patch refused: {done.refused}", refused=done.refused)
-    graded = grade(task, sandbox, timeout=timeout)
-    graded.applied_by = done.applied_by
-    if graded.reward is not None:
-        canary = run_canary(sandbox, done.modules, timeout=min(timeout, 120.0))
-        graded.canary = canary.state
-        if canary.tripped and graded.reward:
-            graded.reward = 0.0
-            graded.reason = f"canary tripped ({canary.detail}); the tests said: {graded.reason}"
-        elif canary.tripped:
-            graded.reason = f"{graded.reason}; canary tripped ({canary.detail})"
-    return graded
+        return refused_grade(done)
+    return check_canary(sandbox, done, grade(task, sandbox, timeout=timeout), timeout=timeout)
