@@ -121,6 +121,8 @@ class PatchResult:
     applied: bool
     message: str = ""
     files: tuple[str, ...] = field(default=())
+    method: str = ""
+    """Which tool applied it: ``git apply``, ``git apply --recount`` or ``patch --fuzz=5``."""
 
     def __bool__(self) -> bool:
         return self.applied

@@ -827,19 +827,23 @@ class SandboxRuntime:
         # The patch travels on stdin, so no temporary file has to be shared between the file
         # API and the command (on local without namespaces those see different paths).
         attempts = [
-            "git -c safe.directory='*' apply --whitespace=nowarn -",
-            "git -c safe.directory='*' apply --whitespace=nowarn --recount -",
-            "patch --batch --fuzz=5 -p1 --forward --dry-run",
+            ("git -c safe.directory='*' apply --whitespace=nowarn -", "git apply"),
+            (
+                "git -c safe.directory='*' apply --whitespace=nowarn --recount -",
+                "git apply --recount",
+            ),
+            ("patch --batch --fuzz=5 -p1 --forward --dry-run", "patch --fuzz=5"),
         ]
         messages = []
-        for attempt in attempts:
+        for attempt, method in attempts:
             result = self.exec(attempt, cwd=directory, stdin=data)
             if result.exit_code == 0 and attempt.startswith("patch"):
                 result = self.exec(
                     "patch --batch --fuzz=5 -p1 --forward", cwd=directory, stdin=data
                 )
             if result.exit_code == 0:
-                return PatchResult(applied=True, message=result.output.strip(), files=files)
+                output = result.output.strip()
+                return PatchResult(applied=True, message=output, files=files, method=method)
             messages.append(result.output.strip())
         return PatchResult(applied=False, message=messages[0] or messages[-1], files=files)
 

@@ -83,6 +83,20 @@ class GradeResult:
     """``benchmark`` or ``strict`` (:mod:`sandbox_runtime.swe.strict`)."""
     dropped: list[dict[str, str]] = field(default_factory=list)
     """Under strict grading, the files whose change was kept from the tests: ``{path, why}``."""
+    refused: str = ""
+    """Under strict grading, why the patch text was refused whole (not git's unified diff,
+    a rename onto a test...; :mod:`sandbox_runtime.swe.patch_text`): the reward is then 0."""
+    canary: str = ""
+    """Under strict grading, the canary's state after the tests (``clean``, ``tripped``,
+    ``inconclusive``; :mod:`sandbox_runtime.swe.canary`); empty when it did not run."""
+    applied_by: str = ""
+    """In a fresh sandbox, the tool that applied the patch: ``git apply`` (strict grading's
+    only one), ``git apply --recount`` or ``patch --fuzz=5`` (benchmark grading's fallbacks)."""
+
+    @property
+    def integrity_flagged(self) -> bool:
+        """True when grading itself caught a forging attempt (a refused patch, a tripped canary)."""
+        return bool(self.refused) or self.canary == "tripped"
 
     @property
     def outcome(self) -> Outcome:

@@ -39,7 +39,12 @@ from sandbox_runtime.errors import (
     SandboxIsADirectoryError,
 )
 from sandbox_runtime.swe.formats import load_format
-from sandbox_runtime.swe.strict import DroppedChange, drop_reason, settings_for_tests_changed
+from sandbox_runtime.swe.strict import (
+    DroppedChange,
+    drop_reason,
+    module_guard,
+    settings_for_tests_changed,
+)
 from sandbox_runtime.swe.tamper import Baseline
 from sandbox_runtime.swe.task import Task
 
@@ -275,6 +280,8 @@ def apply_changes(
     """
     tests = _test_paths(task)
     workdir = sandbox.workdir
+    # What the test run imports first, asked of this (fresh, trusted) sandbox once.
+    guard = module_guard(sandbox) if strict else None
     dropped: list[DroppedChange] = []
     kept: list[tuple[Change, _Base]] = []
     shown: list[tuple[Change, str, bytes, int]] = []
@@ -285,7 +292,9 @@ def apply_changes(
             if _plain(change)
             else _Base("absent")
         )
-        why = unsafe if unsafe is not None else drop_reason(change.path, tests) if strict else None
+        why = unsafe
+        if why is None and strict:
+            why = drop_reason(change.path, tests, guard=guard)
         if why is None and strict and posixpath.basename(change.path) in _SETTINGS:
             before = base.data.decode("utf-8", "replace") if base.kind == "file" else None
             after = change.data.decode("utf-8", "replace") if change.kind == "file" else None

@@ -26,11 +26,19 @@ import logging
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe.agents.simple import apply_reversed
+from sandbox_runtime.swe.canary import modules_of
 from sandbox_runtime.swe.capture import ChangeSet, apply_changes
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
 from sandbox_runtime.swe.prepare import prepare
-from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict
+from sandbox_runtime.swe.strict import (
+    DroppedChange,
+    GradingMode,
+    StrictApplied,
+    apply_strict,
+    check_canary,
+    refused_grade,
+)
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
@@ -137,6 +145,13 @@ def grade_fresh_changes(
             graded = GradeResult(None, error)
         else:
             graded = grade(task, sandbox, timeout=timeout)
+            graded.applied_by = "file plane"
+            if strict:
+                # A kept source module that forges the test machinery on import trips it.
+                done = StrictApplied(
+                    True, modules=modules_of(applied.written), applied_by="file plane"
+                )
+                graded = check_canary(sandbox, done, graded, timeout=timeout)
     finally:
         try:
             sandbox.close()
@@ -166,33 +181,41 @@ def _start_apply_grade(
             sandbox.start()
             prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
-        failure, dropped = _apply(task, sandbox, patch, strict=strict, reverse=reverse)
+        done = None
+        applied_by = ""
+        if strict:
+            done = apply_strict(task, sandbox, patch)
+            if done.refused:
+                return refused_grade(done), []
+            if not done.applied:
+                return _not_applied(done.message), done.dropped
+        elif patch.strip():
+            applied_by, message = _apply_lenient(sandbox, patch, reverse=reverse)
+            if message is not None:
+                return _not_applied(message), []
     except SandboxError as exc:
         error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
         return GradeResult(None, error), []
-    if failure is not None:
-        return failure, dropped
-    return grade(task, sandbox, timeout=timeout), dropped
+    graded = grade(task, sandbox, timeout=timeout)
+    graded.applied_by = applied_by
+    if done is None:
+        return graded, []
+    return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
 
 
-def _apply(
-    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool, reverse: bool
-) -> tuple[GradeResult | None, list[DroppedChange]]:
-    """Apply ``patch`` (all of it, or what strict grading allows); a 0 when it does not apply."""
-    message: str | None
-    if strict:
-        done = apply_strict(task, sandbox, patch)
-        applied, message, dropped = done.applied, done.message, done.dropped
-    elif patch.strip():
-        message = apply_diff(sandbox, patch, reverse=reverse)
-        applied, dropped = message is None, []
-    else:
-        return None, []
-    if applied:
-        return None, dropped
+def _not_applied(message: str | None) -> GradeResult:
     text = (message or "the patch does not apply").strip()[:500]
-    failed = GradeResult(0.0, f"patch did not apply in the fresh sandbox: {text}")
-    return failed, dropped
+    return GradeResult(0.0, f"patch did not apply in the fresh sandbox: {text}")
+
+
+def _apply_lenient(sandbox: SandboxRuntime, patch: str, *, reverse: bool) -> tuple[str, str | None]:
+    """Benchmark grading's apply: which tool applied ``patch``, and the failure (or None)."""
+    if reverse:
+        return "git apply -R", apply_diff(sandbox, patch, reverse=True)
+    result = sandbox.apply_patch(patch)
+    if result.applied:
+        return result.method, None
+    return "", (result.message or "").strip()[:500] or "the patch does not apply"
 
 
 def apply_diff(sandbox: SandboxRuntime, patch: str, *, reverse: bool = False) -> str | None:

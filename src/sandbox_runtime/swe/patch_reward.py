@@ -35,15 +35,20 @@ Every reward gets its own sandbox, so responses are graded independently and in 
 (verl's reward workers may call this from many threads or processes).  That sandbox is
 fresh and holds nothing but the response's patch, so grading is always the SWE-bench
 harness's ``fresh`` kind here (there is no agent sandbox to grade in).  Grading is strict by
-default (:mod:`sandbox_runtime.swe.strict`): the patch's changes to the task's tests,
-``conftest.py``, test settings, startup hooks and the like are dropped before the rest is
-applied, so a patch that games the tests earns nothing; ``reward_kwargs: {grading:
+default (:mod:`sandbox_runtime.swe.strict`): a response whose patch text is not exactly
+git's unified diff is refused (0, flagged; :mod:`sandbox_runtime.swe.patch_text`), the
+patch's changes to the task's tests, ``conftest.py``, test settings, startup hooks, modules
+shadowing the standard library and the like are dropped before the rest is applied with
+``git apply`` (no fuzz), and a canary catches source that neuters the assertions, so a patch
+that games the tests earns nothing; ``reward_kwargs: {grading:
 benchmark}`` applies the whole patch.  What a patch changes that grading reads is flagged
 either way.
 
 With ``reward_kwargs: {details: true}``, :func:`compute_score` returns verl's dict form,
-``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: whether the
-patch was flagged, how many of its files strict grading dropped, and the sandbox's
+``{"score": ..., ...}``, whose other keys verl logs as ``reward_extra_info``: the reward
+integrity counts (``flagged``: a tamper flag, a refused patch or a tripped canary;
+``dropped``: files strict grading kept from the tests; ``refused``: the text was not git's
+unified diff; ``canary_tripped``: :mod:`sandbox_runtime.swe.canary`), and the sandbox's
 accounting (start latency, sandbox-seconds, commands, bytes, retries, faults, grading time;
 :mod:`sandbox_runtime._core.usage`).
 """
@@ -62,7 +67,14 @@ from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, Gradi
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
-from sandbox_runtime.swe.strict import DroppedChange, GradingMode, apply_strict, resolve_grading
+from sandbox_runtime.swe.strict import (
+    DroppedChange,
+    GradingMode,
+    apply_strict,
+    check_canary,
+    refused_grade,
+    resolve_grading,
+)
 from sandbox_runtime.swe.tamper import flags_from_patch
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import PatchVerdict
@@ -116,9 +128,10 @@ def judge_patch(
     with sandbox:
         prepare(task, sandbox)
         sandbox.base_commit(refresh=True)
-        error, dropped = _apply(task, sandbox, patch, strict=strict)
         began = time.monotonic()
-        graded = grade(task, sandbox, timeout=test_timeout, patch_error=error)
+        graded, dropped = _apply_and_grade(
+            task, sandbox, patch, strict=strict, timeout=test_timeout
+        )
         grading_seconds = time.monotonic() - began
     graded.grade_in = "fresh"
     if strict:
@@ -127,15 +140,26 @@ def judge_patch(
     return PatchVerdict(graded, flags_from_patch(task, patch), sandbox.usage, grading_seconds)
 
 
-def _apply(
-    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool
-) -> tuple[str | None, list[DroppedChange]]:
-    """Apply ``patch`` (or its allowed part); the patch tool's message when it did not apply."""
+def _apply_and_grade(
+    task: Task, sandbox: SandboxRuntime, patch: str, *, strict: bool, timeout: float
+) -> tuple[GradeResult, list[DroppedChange]]:
+    """Apply ``patch`` (or its allowed part) and grade; a 0 with the tool's word if it failed."""
     if strict:
         done = apply_strict(task, sandbox, patch)
-        return (None if done.applied else done.message or "the patch does not apply"), done.dropped
+        if done.refused:
+            return refused_grade(done), []
+        if not done.applied:
+            error = done.message or "the patch does not apply"
+            return grade(task, sandbox, timeout=timeout, patch_error=error), done.dropped
+        graded = grade(task, sandbox, timeout=timeout)
+        return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
     applied = sandbox.apply_patch(patch)
-    return (None if applied else applied.message or "the patch does not apply"), []
+    if not applied:
+        error = applied.message or "the patch does not apply"
+        return grade(task, sandbox, timeout=timeout, patch_error=error), []
+    graded = grade(task, sandbox, timeout=timeout)
+    graded.applied_by = applied.method
+    return graded, []
 
 
 def grade_patch(

@@ -99,8 +99,22 @@ class TaskOutcome:
 
     @property
     def flagged(self) -> bool:
-        """True when the agent changed something grading reads (or that could not be checked)."""
-        return bool(self.tamper)
+        """True when the agent changed what grading reads, or grading caught a forgery.
+
+        A tamper flag (or a change that could not be checked), a refused patch, a tripped
+        canary.
+        """
+        return bool(self.tamper) or (self.grade is not None and self.grade.integrity_flagged)
+
+    @property
+    def refused(self) -> str:
+        """Why strict grading refused the patch text whole (empty when it did not)."""
+        return self.grade.refused if self.grade is not None else ""
+
+    @property
+    def canary(self) -> str:
+        """The canary's state under strict grading (empty when it did not run)."""
+        return self.grade.canary if self.grade is not None else ""
 
     @property
     def outcome(self) -> str:
@@ -136,6 +150,9 @@ class TaskOutcome:
             "grading": self.grading,
             "dropped": self.dropped,
             "flagged": self.flagged,
+            "refused": self.refused,
+            "canary": self.canary,
+            "applied_by": self.grade.applied_by if self.grade is not None else "",
             "tamper": [flag.to_dict() for flag in self.tamper],
             "accounting": self.accounting_entry(),
             "setups": self.setups,
@@ -204,7 +221,8 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
         f"graded in: {graded_in or '-'}; {totals['flagged']} task(s) flagged for changing "
         "what grading reads"
         + (
-            f"; strict grading dropped changes of {totals['dropped']} task(s)"
+            f"; strict grading dropped changes of {totals['dropped']} task(s), refused "
+            f"{totals['refused']} patch(es), canary tripped by {totals['canary_tripped']}"
             if any(o.grading == "strict" for o in outcomes)
             else ""
         )
@@ -238,6 +256,8 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
         "flagged": sum(1 for o in outcomes if o.flagged),
         "dropped": sum(1 for o in outcomes if o.dropped),
+        "refused": sum(1 for o in outcomes if o.refused),
+        "canary_tripped": sum(1 for o in outcomes if o.canary == "tripped"),
         "accounting": run_accounting(outcomes),
         "grade_in": {
             where: sum(1 for o in outcomes if o.grade_in == where)

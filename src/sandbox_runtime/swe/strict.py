@@ -8,6 +8,9 @@ runner script, tests deleted or marked to be skipped, an edited site-packages.  
 (:mod:`sandbox_runtime.swe.tamper`) name such changes; a trainer reads the reward, not the
 flags, so strict grading takes them out of the reward instead:
 
+* the patch text is read whole first (:mod:`sandbox_runtime.swe.patch_text`): anything but
+  git's unified diff refuses it (0, ``refused``, flagged), and what was read is applied by
+  ``git apply`` alone, with no fuzz;
 * grading always runs in a fresh sandbox from the task's image (as ``--grade-in fresh``), so
   nothing outside the repository (the interpreter's files, R2E-Gym's hidden tests and
   ``run_tests.sh``, ignored files) reaches it;
@@ -23,12 +26,17 @@ flags, so strict grading takes them out of the reward instead:
   back is a file neither the agent nor the repository wrote, and a fix rarely needs to
   change test settings in the same patch.
 
+* a new module that would be imported instead of the standard library's or the runner's
+  (a ``/testbed/argparse.py``) is dropped; which names and directories count is asked of the
+  fresh sandbox (:func:`module_guard`).
+
 Each dropped file is reported (:class:`DroppedChange`: path and why), so a run says what
 the reward was computed without.  What strict grading cannot take out is the fix's own
 code: the source files it changes run inside the test process.  A change there that only
 games the exit code (``os._exit(0)`` at exit) earns nothing, because every format grades by
-per-test results, not exit codes; a source change written to forge those results is not
-caught here.
+per-test results, not exit codes; a source change written to forge those results is
+detected by its effect instead: :func:`grade_strict` runs the canary
+(:mod:`sandbox_runtime.swe.canary`) after the tests.
 """
 
 from __future__ import annotations
@@ -44,8 +52,11 @@ from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxError
+from sandbox_runtime.swe.canary import modules_of, run_canary
 from sandbox_runtime.swe.commit import is_r2e_test_path
 from sandbox_runtime.swe.formats import load_format
+from sandbox_runtime.swe.grading import GradeResult, grade
+from sandbox_runtime.swe.patch_text import PatchRefused, PatchSection, read_patch
 from sandbox_runtime.swe.tamper import TamperFlag
 from sandbox_runtime.swe.task import Task
 
@@ -54,11 +65,17 @@ __all__ = [
     "FileChange",
     "FilteredPatch",
     "GradingMode",
+    "ModuleGuard",
+    "PatchRefused",
     "StrictApplied",
     "apply_strict",
+    "check_canary",
     "drop_reason",
     "filter_patch",
+    "grade_strict",
+    "module_guard",
     "outside_changes",
+    "refused_grade",
     "resolve_grading",
     "settings_for_tests_changed",
     "split_patch",
@@ -70,17 +87,41 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 _GIT = "git -c safe.directory='*'"
+#: Files the interpreter or the shell reads before the tests run, and files of environment.
+_ENV_FILES = {
+    ".env": "an environment file the test runner may read",
+    ".envrc": "an environment file the shell may read",
+    ".bashrc": "a shell startup file",
+    ".bash_profile": "a shell startup file",
+    ".profile": "a shell startup file",
+    ".pythonrc.py": "the interpreter's startup file",
+    ".coveragerc": "coverage settings the runner reads",
+    "pytest.toml": "pytest settings",
+    ".pytest.toml": "pytest settings",
+}
 #: Files that only configure tests: any change to them is dropped.
 _TEST_SETTINGS = {
     "pytest.ini": "pytest settings",
     ".pytest.ini": "pytest settings",
     "tox.ini": "tox / pytest settings",
     "noxfile.py": "the test session runner (nox)",
+    **_ENV_FILES,
 }
 #: Files that hold test settings among others: dropped only when those sections changed.
 _MIXED_SETTINGS = frozenset({"setup.cfg", "pyproject.toml"})
-#: Top-level names that would shadow the test runner's own modules for ``python -m pytest``.
-_RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "unittest", "xdist"})
+#: Top-level names of the test runners' modules and of what they import before the tests
+#: (a repository module of that name, first on ``sys.path``, would be loaded instead).
+RUNNER_MODULES = frozenset(
+    {
+        "pytest", "_pytest", "pluggy", "unittest", "xdist", "py", "iniconfig", "packaging",
+        "coverage", "pytest_cov", "hypothesis", "_hypothesis_pytestplugin", "exceptiongroup",
+        "tomli", "colorama", "pygments", "execnet", "nose", "nose2", "mock", "six",
+        "typing_extensions", "attr", "attrs", "_distutils_hack", "setuptools", "pkg_resources",
+        "distutils", "site", "sitecustomize", "usercustomize", "_virtualenv", "pip",
+    }
+)  # fmt: skip
+#: Files beside a module on ``sys.path`` that Python imports as that module.
+_MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
 #: Directory names that hold tests (R2E-Gym's and SWE-bench's rules together).
 _TEST_DIRS = frozenset({"test", "tests", "Test", "Tests", "testing", "e2e"})
 
@@ -131,6 +172,8 @@ class FileChange:
 
     paths: tuple[str, ...]
     text: str
+    section: PatchSection | None = field(default=None, compare=False, repr=False)
+    """The section as the strict reader read it (modes, renames, added lines)."""
 
     @property
     def path(self) -> str:
@@ -160,75 +203,83 @@ class StrictApplied:
     applied: bool
     message: str = ""
     dropped: list[DroppedChange] = field(default_factory=list)
+    refused: str = ""
+    """Why the patch text was refused whole (not git's unified diff, a rename onto a test,
+    a symlink into the tests...): an error of the submission, nothing of it applied."""
+    modules: list[str] = field(default_factory=list)
+    """The dotted names of the Python modules the applied part changed (for the canary)."""
+    applied_by: str = ""
+    """``git apply`` (strict grading applies with nothing else), or empty when nothing was."""
 
 
-def _unquote(name: str) -> str:
-    name = name.strip()
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        name = name[1:-1].encode().decode("unicode_escape").encode("latin-1").decode()
-    return name
+@dataclass(frozen=True)
+class ModuleGuard:
+    """What the test run imports first, and the names a new module there must not take.
 
+    The directories on the run's ``sys.path`` ahead of the standard library are its
+    ``path_dirs``.
+    ``shadowed`` is the standard library's module names (of the sandbox's interpreter and
+    of this one) and :data:`RUNNER_MODULES`; ``own`` the top-level names the repository
+    already has there at its base commit (its own package may be called ``pytest``: a
+    change to it is the fix, not shadowing).  ``path_dirs`` are repository-relative
+    (``""`` is the root).
+    """
 
-def _strip_prefix(name: str) -> str | None:
-    name = _unquote(name)
-    if name == "/dev/null":
+    shadowed: frozenset[str]
+    own: frozenset[str] = frozenset()
+    path_dirs: tuple[str, ...] = ("",)
+
+    @classmethod
+    def default(cls) -> ModuleGuard:
+        """The standard library of this interpreter and the runners, at the repository root."""
+        return cls(_STDLIB | RUNNER_MODULES)
+
+    def shadows(self, path: str) -> str | None:
+        """The module name ``path`` would shadow, or ``None``."""
+        for directory in self.path_dirs:
+            prefix = f"{directory}/" if directory else ""
+            if not path.startswith(prefix):
+                continue
+            parts = path[len(prefix) :].split("/")
+            if len(parts) == 1:
+                name = parts[0]
+                for suffix in _MODULE_SUFFIXES:
+                    if name.endswith(suffix):
+                        name = name[: -len(suffix)].split(".", 1)[0]
+                        break
+                else:
+                    continue
+            else:  # a package (or a directory that would become one) of that name
+                name = parts[0]
+            if name in self.shadowed and name not in self.own:
+                return name
         return None
-    return name[2:] if name[:2] in ("a/", "b/") else name
 
 
-def _section_paths(header: str, lines: Iterable[str]) -> tuple[str, ...]:
-    """Every path a file's section names: ``---``/``+++``, renames and copies, the header."""
-    paths: list[str] = []
-    for line in lines:
-        for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to "):
-            if line.startswith(prefix):
-                raw = line[len(prefix) :].rstrip("\n").split("\t", 1)[0]
-                name = _strip_prefix(raw) if prefix[0] in "-+" else _unquote(raw)
-                if name is not None and name not in paths:
-                    paths.append(name)
-    if not paths and header.startswith("diff --git "):  # a mode change, an empty file
-        paths.append(_unquote(header.rstrip("\n").split(" b/", 1)[-1]))
-    return tuple(paths) or ("",)
+_STDLIB: frozenset[str] = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(
+    sys.builtin_module_names
+)
 
 
 def split_patch(patch: str) -> list[FileChange]:
-    """The diff's sections, one per file; text before the first section is left out.
+    """The diff's sections, one per file, as the strict reader reads them.
 
-    A section starts at ``diff --git`` or, in a plain unified diff (as models write them), at
-    a ``---`` line followed by ``+++`` that does not belong to the ``diff --git`` before it.
+    Raises :class:`~sandbox_runtime.swe.patch_text.PatchRefused` for a text that is not
+    only git's unified diff (:mod:`sandbox_runtime.swe.patch_text`); prose before the
+    first section is left out.
     """
-    lines = patch.splitlines(keepends=True)
-    sections: list[list[str]] = []
-    awaiting_names = False  # a ``diff --git`` header whose ``---``/``+++`` are still to come
-    for index, line in enumerate(lines):
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        plain_start = line.startswith("--- ") and following.startswith("+++ ")
-        if line.startswith("diff --git ") or (plain_start and not awaiting_names):
-            sections.append([line])
-            awaiting_names = line.startswith("diff --git ")
-            continue
-        if plain_start or line.startswith("@@"):
-            awaiting_names = False
-        if sections:
-            sections[-1].append(line)
-    return [
-        FileChange(_section_paths(section[0], _until_hunk(section)), "".join(section))
-        for section in sections
-    ]
+    return [FileChange(section.paths, section.text, section) for section in read_patch(patch)]
 
 
-def _until_hunk(lines: list[str]) -> Iterable[str]:
-    for line in lines:
-        if line.startswith("@@") or line.startswith("GIT binary patch"):
-            return
-        yield line
-
-
-def drop_reason(path: str, task_tests: Iterable[str] = ()) -> str | None:
+def drop_reason(
+    path: str, task_tests: Iterable[str] = (), *, guard: ModuleGuard | None = None
+) -> str | None:
     """Why a change to repository file ``path`` must not reach grading, or ``None``.
 
     ``settings`` files (``setup.cfg``, ``pyproject.toml``) return ``None`` here: their change
-    is judged by its content (:func:`settings_for_tests_changed`).
+    is judged by its content (:func:`settings_for_tests_changed`).  ``guard`` says what the
+    test run imports first (:func:`module_guard` of the grading sandbox); without it, this
+    interpreter's standard library and the runners' modules at the repository root.
     """
     parts = path.split("/")
     name = parts[-1]
@@ -244,19 +295,29 @@ def drop_reason(path: str, task_tests: Iterable[str] = ()) -> str | None:
         return "the task's test runner"
     if any(part.endswith((".dist-info", ".egg-info", ".egg-link")) for part in parts):
         return "package metadata (its entry points load pytest plugins)"
-    if parts[0].removesuffix(".py") in _RUNNER_MODULES:
-        return "it would shadow the test runner's own modules"
+    shadowed = (guard or ModuleGuard.default()).shadows(path)
+    if shadowed is not None:
+        kind = "the test runner's" if shadowed in RUNNER_MODULES else "the standard library's"
+        return f"it would shadow {kind} module {shadowed!r} in the test run"
     if is_r2e_test_path(path) or any(part in _TEST_DIRS for part in parts[:-1]):
         return "a test file"
     return None
 
 
-def filter_patch(task: Task, patch: str) -> FilteredPatch:
-    """Sort each file of ``patch`` into kept, settings to check, or dropped (with why)."""
+def filter_patch(task: Task, patch: str, *, guard: ModuleGuard | None = None) -> FilteredPatch:
+    """Sort each file of ``patch`` into kept, settings to check, or dropped (with why).
+
+    Raises :class:`PatchRefused` for a text that is not only git's unified diff, and for a
+    section that would move a test's content (a rename or copy onto or off a test file) or
+    make a symbolic link that leads into the tests or out of the repository: those are
+    refused whole, not dropped, since a patch that tries them is no honest fix.
+    """
     tests = tuple(p for p in load_format(task.format).test_paths(task) if not p.startswith("/"))
     result = FilteredPatch()
     for change in split_patch(patch):
-        reasons = [why for why in (drop_reason(p, tests) for p in change.paths) if why]
+        reasons = [why for why in (drop_reason(p, tests, guard=guard) for p in change.paths) if why]
+        if change.section is not None:
+            _refuse_moves(change.section, reasons, tests, guard)
         if reasons:
             result.dropped.append(DroppedChange(change.path, reasons[0]))
         elif any(posixpath.basename(p) in _MIXED_SETTINGS for p in change.paths):
@@ -264,6 +325,63 @@ def filter_patch(task: Task, patch: str) -> FilteredPatch:
         else:
             result.kept.append(change)
     return result
+
+
+def _refuse_moves(
+    section: PatchSection, reasons: list[str], tests: tuple[str, ...], guard: ModuleGuard | None
+) -> None:
+    """Refuse a rename/copy that touches a test, and a symlink into tests or out of the repo."""
+    onto = drop_reason(section.new_path, tests, guard=guard) if section.new_path else None
+    if (section.rename or section.copy) and onto:
+        kind = "rename" if section.rename else "copy"
+        raise PatchRefused(
+            section.start_line, f"a {kind} onto {section.new_path} ({onto}) is refused"
+        )
+    if section.new_mode == "160000":  # pragma: no cover - the reader refuses gitlinks
+        raise PatchRefused(section.start_line, "a gitlink")
+    if not section.symlink or section.new_path is None:
+        return
+    target = "".join(section.added).strip()
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(section.new_path), target))
+    if target.startswith("/") or joined == ".." or joined.startswith("../"):
+        raise PatchRefused(section.start_line, "a symlink out of the repository")
+    into = (drop_reason(name, tests, guard=guard) for name in (joined, f"{joined}/_.py"))
+    if reasons or any(into):
+        raise PatchRefused(section.start_line, f"a symlink into what the tests read: {joined}")
+
+
+def module_guard(sandbox: SandboxRuntime) -> ModuleGuard:
+    """What the test run in ``sandbox`` (fresh, at the base commit: trusted) imports first.
+
+    Asks the sandbox's interpreter once for its standard library's names and its
+    ``PYTHONPATH``, and git for the top-level names the repository has at its base in each
+    directory on that path (the root, ``src/``, ``PYTHONPATH`` entries inside the repo).
+    """
+    probe = 'p=$(command -v python || command -v python3) && "$p" -c ' + shlex.quote(
+        "import os, sys; "
+        "print(' '.join(sorted(set(getattr(sys, 'stdlib_module_names', ())) "
+        "| set(sys.builtin_module_names)))); "
+        "print(os.environ.get('PYTHONPATH', ''))"
+    )
+    result = sandbox.exec(probe, timeout=60)
+    lines = result.stdout.splitlines() if result.exit_code == 0 else []
+    stdlib = frozenset(lines[0].split()) if lines else frozenset()
+    dirs = ["", "src"]
+    for entry in (lines[1] if len(lines) > 1 else "").split(":"):
+        relative = posixpath.relpath(posixpath.normpath(entry), sandbox.workdir) if entry else "."
+        if entry.startswith("/") and not relative.startswith(".."):
+            dirs.append("" if relative == "." else relative)
+    base = sandbox.base_commit()
+    own: set[str] = set()
+    for directory in dict.fromkeys(dirs):
+        tree = f"{base}:{directory}" if directory else base
+        listed = sandbox.exec(f"{_GIT} ls-tree --name-only {shlex.quote(tree)}", timeout=60)
+        if listed.exit_code == 0:
+            for name in listed.stdout.splitlines():
+                own.add(name.split(".", 1)[0] if "." in name else name)
+    return ModuleGuard(
+        _STDLIB | stdlib | RUNNER_MODULES, frozenset(own), tuple(dict.fromkeys(dirs))
+    )
 
 
 def _pytest11_groups(value: Any) -> list[Any]:
@@ -340,17 +458,29 @@ def _restore(sandbox: SandboxRuntime, base: str, path: str, existed: bool) -> No
 def apply_strict(task: Task, sandbox: SandboxRuntime, patch: str) -> StrictApplied:
     """Apply the part of ``patch`` strict grading allows to ``sandbox`` (prepared, at base).
 
-    Dropped files are never applied; a ``setup.cfg`` / ``pyproject.toml`` change is applied
-    and taken back when its test sections changed.  A patch whose allowed part is empty
-    applies trivially (the tests then grade the untouched repository).
+    The text is read whole first (:mod:`sandbox_runtime.swe.patch_text`): anything that is
+    not git's unified diff refuses the whole patch (``refused``; nothing applied).  Dropped
+    files are never applied; the rest is applied by ``git apply`` alone (no ``--recount``,
+    no ``patch --fuzz``), all or nothing.  A ``setup.cfg`` / ``pyproject.toml`` change is
+    applied and taken back when its test sections changed.  A patch whose allowed part is
+    empty applies trivially (the tests then grade the untouched repository).
     """
-    filtered = filter_patch(task, patch)
+    if not patch.strip():  # no change at all: the tests grade the untouched repository
+        return StrictApplied(True, "nothing to apply")
+    try:
+        filtered = filter_patch(task, patch, guard=module_guard(sandbox))
+    except PatchRefused as exc:
+        return StrictApplied(False, f"refused: {exc}", refused=str(exc))
     dropped = list(filtered.dropped)
+    modules = modules_of(p for change in filtered.kept for p in change.paths)
     if not filtered.applicable.strip():
-        return StrictApplied(True, "nothing left to apply", dropped)
-    applied = sandbox.apply_patch(filtered.applicable)
-    if not applied:
-        return StrictApplied(False, applied.message or "the patch does not apply", dropped)
+        return StrictApplied(True, "nothing left to apply", dropped, modules=modules)
+    result = sandbox.exec(
+        f"{_GIT} apply --whitespace=nowarn -", stdin=filtered.applicable.encode(), timeout=120
+    )
+    if result.exit_code != 0:
+        message = result.output.strip() or "the patch does not apply"
+        return StrictApplied(False, message, dropped, modules=modules)
     base = sandbox.base_commit()
     for change in filtered.settings:
         path = change.path
@@ -359,4 +489,47 @@ def apply_strict(task: Task, sandbox: SandboxRuntime, patch: str) -> StrictAppli
         if settings_for_tests_changed(posixpath.basename(path), before, after):
             _restore(sandbox, base, path, before is not None)
             dropped.append(DroppedChange(path, "its test settings changed"))
-    return StrictApplied(True, applied.message, dropped)
+    return StrictApplied(
+        True, result.output.strip(), dropped, modules=modules, applied_by="git apply"
+    )
+
+
+def refused_grade(done: StrictApplied) -> GradeResult:
+    """The 0 of a patch whose text strict grading refused (nothing was applied or run)."""
+    return GradeResult(0.0, f"patch refused: {done.refused}", refused=done.refused)
+
+
+def check_canary(
+    sandbox: SandboxRuntime, done: StrictApplied, graded: GradeResult, *, timeout: float
+) -> GradeResult:
+    """``graded`` after the canary (:mod:`sandbox_runtime.swe.canary`): a trip makes it 0.
+
+    Runs only when the tests gave a verdict; the canary's state lands in ``graded.canary``.
+    """
+    graded.applied_by = graded.applied_by or done.applied_by
+    if graded.reward is None:
+        return graded
+    canary = run_canary(sandbox, done.modules, timeout=min(timeout, 120.0))
+    graded.canary = canary.state
+    if canary.tripped and graded.reward:
+        graded.reward = 0.0
+        graded.reason = f"canary tripped ({canary.detail}); the tests said: {graded.reason}"
+    elif canary.tripped:
+        graded.reason = f"{graded.reason}; canary tripped ({canary.detail})"
+    return graded
+
+
+def grade_strict(
+    task: Task, sandbox: SandboxRuntime, done: StrictApplied, *, timeout: float
+) -> GradeResult:
+    """The grade of a strictly applied patch: the tests' verdict, then the canary's check.
+
+    A refused patch is 0 without running anything (``refused`` says why).  After the tests
+    gave a verdict, the canary (:mod:`sandbox_runtime.swe.canary`) runs once with the kept
+    modules imported; if it is reported passed, the reward is 0 whatever the tests said.
+    A caller that applied the kept change another way builds ``done`` itself
+    (``StrictApplied(True, modules=canary.modules_of(kept_paths), applied_by=...)``).
+    """
+    if done.refused:
+        return refused_grade(done)
+    return check_canary(sandbox, done, grade(task, sandbox, timeout=timeout), timeout=timeout)

@@ -8,7 +8,24 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.tamper import TamperFlag
 
-__all__ = ["PatchVerdict"]
+__all__ = ["PatchVerdict", "integrity_counts"]
+
+
+def integrity_counts(grade: GradeResult | None, tamper: list[TamperFlag]) -> dict[str, int]:
+    """How one submission probed the grader, as 0/1 counts a trainer can sum.
+
+    ``flagged``: a tamper flag, a refused patch or a tripped canary; ``dropped``: files strict
+    grading kept from the tests; ``refused``: the patch text was refused whole;
+    ``canary_tripped``: the canary test that must fail was reported passed.
+    """
+    refused = int(bool(grade is not None and grade.refused))
+    tripped = int(grade is not None and grade.canary == "tripped")
+    return {
+        "flagged": int(bool(tamper) or bool(refused) or bool(tripped)),
+        "dropped": len(grade.dropped) if grade is not None else 0,
+        "refused": refused,
+        "canary_tripped": tripped,
+    }
 
 
 @dataclass
@@ -24,8 +41,7 @@ class PatchVerdict:
         """Numbers for verl's ``reward_extra_info`` (one value per key and response)."""
         used = self.usage
         return {
-            "flagged": int(bool(self.tamper)),
-            "dropped": len(self.grade.dropped),
+            **integrity_counts(self.grade, self.tamper),
             "start_latency": round(used.start_latency, 3),
             "sandbox_seconds": round(used.sandbox_seconds, 3),
             "commands": used.commands,

@@ -109,6 +109,7 @@ from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_lifetime, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.swe.verdict import integrity_counts
 
 if TYPE_CHECKING:
     _EnvBase = object
@@ -437,6 +438,15 @@ class SWEEnv(_EnvBase):
         )
         self.last_patch = patch
         return graded, fresh.usage
+
+    def integrity(self) -> dict[str, int]:
+        """The last graded episode's reward-integrity counts (0/1 each; ``dropped``: files).
+
+        ``flagged``, ``dropped``, ``refused``, ``canary_tripped``
+        (:func:`~sandbox_runtime.swe.verdict.integrity_counts`): summed over a batch, they show
+        when a policy starts probing the grader.  All zero before the first grading.
+        """
+        return integrity_counts(self.last_grade, self.last_tamper)
 
     def accounting(self) -> dict[str, Any]:
         """What the episode used so far: its sandbox, a fresh grading sandbox, grading time.

@@ -36,6 +36,7 @@ from sandbox_runtime.swe.isolation import grade_fresh, grade_fresh_changes
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode
 from sandbox_runtime.swe.task import Task as SWETask
+from sandbox_runtime.swe.verdict import integrity_counts
 
 __all__ = [
     "SWEEvaluator",
@@ -152,5 +153,8 @@ class SWEEvaluator:
                 "grade_in": result.grade_in,
                 "grading": result.grading,
                 "dropped": [change["path"] for change in result.dropped],
+                "integrity": integrity_counts(result, []),
+                "refused": result.refused,
+                "canary": result.canary,
             },
         )
