@@ -234,7 +234,7 @@ def test_verl_reward_function_grades_model_patches(bundled_tasks: list[Task]) ->
     broken = "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n"
     graded = grade_patch(row, broken)
     assert graded.reward == 0.0
-    assert graded.reason.startswith("patch did not apply")
+    assert graded.reason.startswith("patch refused: it does not apply exactly")
     with pytest.raises(ValueError, match="extra_info"):
         compute_score("swe", gold, None, None)
 

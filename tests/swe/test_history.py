@@ -30,7 +30,9 @@ def test_only_the_base_is_left(backend: str) -> None:
         fields = {"backend": "local", "options": {"isolation": "namespace"}}
     with SandboxRuntime(lifetime=300, **fields) as sandbox:
         sandbox.exec(_HISTORY, check=True)
+        before = sandbox.exec("cd r && git -c safe.directory='*' rev-parse HEAD").stdout.strip()
         base = forget_history(sandbox, cwd="r")
+        assert base == before  # the base keeps its id: scripts that name it still work
         assert sandbox.base_commit(cwd="r") == base
         look = "cd r && git -c safe.directory='*' "
         assert sandbox.exec(look + "log --all --format=%s").stdout == "base\n"
@@ -39,5 +41,7 @@ def test_only_the_base_is_left(backend: str) -> None:
         assert sandbox.exec(look + "status --short").stdout == " M f\n"  # index kept
         objects = sandbox.exec(look + "cat-file --batch-all-objects --batch-check").stdout
         assert len(objects.splitlines()) == 3  # the commit, its tree, the base blob
+        diff = sandbox.exec(look + f"diff {base} --stat").stdout
+        assert "1 file changed" in diff
         assert sandbox.exec("grep -rl THE-FIX r/.git || true").stdout == ""
         assert sandbox.read_text("r/f") == "edited\n"

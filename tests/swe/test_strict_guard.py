@@ -153,8 +153,9 @@ def test_strict_applies_with_no_fuzz_and_never_half_applies(
     lenient = grade_patch(task.source, shifted, backend="docker", grading="benchmark")
     strict = grade_patch(task.source, shifted, backend="docker")
     assert (lenient.reward, lenient.applied_by) == (1.0, "patch --fuzz=5")
-    assert (strict.reward, strict.refused, strict.applied_by) == (0.0, "", "")
-    assert "patch did not apply" in strict.reason
+    assert (strict.reward, strict.applied_by) == (0.0, "")
+    assert strict.refused.startswith("it does not apply exactly (strict grading applies with no")
+    assert strict.integrity_flagged
 
 
 @pytest.fixture

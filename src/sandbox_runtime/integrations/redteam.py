@@ -5,14 +5,14 @@ The SWE layer runs the corpus through ``run`` and ``compute_score``
 two instead, so each hack is played here as a trainer would play it: the hack's command as a
 ``bash`` step of :class:`~sandbox_runtime.integrations.rllm.env.SWEEnv`, then ``submit``, then
 the environment's reward; for rLLM main, the same episode in the flow's environment, its
-diff graded by :func:`~sandbox_runtime.integrations.rllm_flow.evaluator.grade_patch`, the
+change graded by :func:`~sandbox_runtime.integrations.rllm_flow.evaluator.grade_changes`, the
 function ``SWEEvaluator.evaluate`` calls (rLLM itself need not be installed).
 """
 
 from __future__ import annotations
 
 from sandbox_runtime.integrations.rllm.env import SWEEnv
-from sandbox_runtime.integrations.rllm_flow.evaluator import grade_patch
+from sandbox_runtime.integrations.rllm_flow.evaluator import grade_changes, grade_patch
 from sandbox_runtime.integrations.rllm_flow.flow import open_env
 from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings
 from sandbox_runtime.swe.agents.tools import ToolCall
@@ -66,7 +66,8 @@ def _swe_env(hack: Hack, task: Task, backend: Backend) -> Cell:
     if grade is not None:
         cell.reason = cell.reason or grade.reason
         cell.dropped = len(grade.dropped)
-    cell.flagged = bool(env.last_tamper) or cell.dropped > 0
+    integrity = grade is not None and grade.integrity_flagged
+    cell.flagged = bool(env.last_tamper) or cell.dropped > 0 or integrity
     return cell
 
 
@@ -84,12 +85,19 @@ def _rllm_evaluator(hack: Hack, task: Task, backend: Backend) -> Cell:
     )
     with open_env(task, settings) as env:
         cell.blocked = _play(env, hack, task)
-        patch = env.patch()
-    result = grade_patch(task, patch, settings)
+        # As the flow hands it to the evaluator: the change read from outside the sandbox,
+        # and the patch text only where none could be read.
+        changes = env.changes()
+        patch = env.patch() if changes is None else ""
+    result = (
+        grade_changes(task, changes, settings)
+        if changes is not None
+        else grade_patch(task, patch, settings)
+    )
     cell.reward, cell.reason = result.reward, result.reason
     # What SWEEvaluator.evaluate reports: the dropped paths in its output's metadata.
     cell.dropped = len(result.dropped)
-    cell.flagged = cell.dropped > 0
+    cell.flagged = cell.dropped > 0 or result.integrity_flagged
     return cell
 
 

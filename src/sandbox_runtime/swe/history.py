@@ -5,16 +5,14 @@ inside: later commits reachable through ``git log --all``, a branch only ``packe
 names, a stash, the reflog, or unreachable objects in a pack.  The fix is then one
 ``git show`` away, and a policy that finds it earns the reward by copying it: a hack that no
 grading can tell from a fix, because it *is* the fix.  So the agent's sandbox gets a
-repository that knows only the base: one root commit of the base tree, in a new object
-store, with the working tree and the index as they were.
+repository that knows only the base: a shallow copy of the base commit alone (its id
+unchanged, so benchmark scripts that check files out of it by id still work), in a new
+object store, with the working tree and the index as they were.
 
-Done right after setup, before the agent runs (so the commands that do it are trusted), and
-only where grading happens elsewhere: a fresh grading sandbox (strict grading, ``--grade-in
-fresh``) has the original repository, which benchmark scripts need (SWE-bench's eval script
-checks files out of the base commit by its id).
+Done right after setup, before the agent runs (so the commands that do it are trusted).
 
-The cost is one ``git fetch`` of the base tree into the new store, which packs every object
-of the tree once: about as long as a ``git add`` of the checkout (docs/performance.md).
+The cost is one ``git fetch --depth=1`` of the base commit into the new store, which packs
+every object of the tree once: about as long as a ``git add`` of the checkout.
 """
 
 from __future__ import annotations
@@ -26,9 +24,9 @@ from sandbox_runtime.errors import SandboxError
 
 __all__ = ["forget_history"]
 
-#: Rebuild ``.git`` holding one root commit of ``HEAD``'s tree: fetch that commit (and so
-#: only its objects) into a new repository, carry the index and the local settings over, and
-#: swap the directories.  Remotes go with the old store.
+#: Rebuild ``.git`` as a shallow copy of ``HEAD`` alone: fetch that commit at depth 1 (so
+#: only its tree's objects, its id unchanged) into a new repository, carry the index and the
+#: local settings over, and swap the directories.  Remotes go with the old store.
 _SCRIPT = r"""
 set -eu
 g() { git -c safe.directory='*' "$@"; }
@@ -36,16 +34,11 @@ top=$(g rev-parse --show-toplevel)
 cd "$top"
 old=$(g rev-parse --absolute-git-dir)
 branch=$(g symbolic-ref -q --short HEAD || echo main)
-tree=$(g rev-parse 'HEAD^{tree}')
-commit=$(GIT_AUTHOR_NAME=base GIT_AUTHOR_EMAIL=base@sandbox-runtime \
-  GIT_COMMITTER_NAME=base GIT_COMMITTER_EMAIL=base@sandbox-runtime \
-  GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' \
-  g commit-tree "$tree" -m base)
-g update-ref refs/sandbox-runtime/base "$commit"
+g update-ref refs/sandbox-runtime/base HEAD
 new=$(mktemp -d)
 git init -q --bare "$new/git"
-git --git-dir="$new/git" -c safe.directory='*' fetch -q --no-tags "$old" \
-  "refs/sandbox-runtime/base:refs/heads/$branch"
+git --git-dir="$new/git" -c safe.directory='*' -c protocol.file.allow=always fetch -q \
+  --depth=1 --no-tags "file://$old" "refs/sandbox-runtime/base:refs/heads/$branch"
 git --git-dir="$new/git" symbolic-ref HEAD "refs/heads/$branch"
 git --git-dir="$new/git" config core.bare false
 for key in core.filemode core.autocrlf core.symlinks core.ignorecase; do
@@ -66,7 +59,7 @@ g rev-parse HEAD
 def forget_history(sandbox: SandboxRuntime, *, cwd: str | None = None) -> str:
     """Make the repository at ``cwd`` (default: the workdir) know only its base commit.
 
-    Returns the new base commit's id (the runtime's :meth:`base_commit` is refreshed).
+    Returns the base commit's id, the same as before (:meth:`base_commit` is refreshed).
     The working tree and the index are untouched, so ``git status`` and ``git diff`` say what
     they said before; the old object store (every other commit, branch, tag, stash, reflog
     and loose or packed object) is removed.  A repository with submodules keeps them as they

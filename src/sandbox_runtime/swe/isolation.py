@@ -185,10 +185,8 @@ def _start_apply_grade(
         applied_by = ""
         if strict:
             done = apply_strict(task, sandbox, patch)
-            if done.refused:
-                return refused_grade(done), []
-            if not done.applied:
-                return _not_applied(done.message), done.dropped
+            if done.refused or not done.applied:
+                return refused_grade(done), done.dropped
         elif patch.strip():
             applied_by, message = _apply_lenient(sandbox, patch, reverse=reverse)
             if message is not None:

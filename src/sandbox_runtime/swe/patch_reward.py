@@ -82,6 +82,10 @@ from sandbox_runtime.swe.verdict import PatchVerdict
 __all__ = ["PatchVerdict", "compute_score", "extract_patch", "grade_patch", "judge_patch"]
 
 _FENCED = re.compile(r"^[ \t]*```[^\n`]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+#: A fenced block the response itself calls a diff, whatever is in it.
+_DIFF_BLOCK = re.compile(
+    r"^[ \t]*```[ \t]*(?:diff|patch|udiff)[ \t]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE
+)
 _DIFF_START = re.compile(r"^(?:diff --git |--- (?:a/|/dev/null))", re.MULTILINE)
 
 
@@ -89,14 +93,18 @@ def extract_patch(response: str) -> str | None:
     """The unified diff in a model's response, or ``None`` if it holds none.
 
     The last fenced block that looks like a diff wins (models often show the broken code
-    first); otherwise the text from the first ``diff --git`` or ``--- a/`` line on.
+    first); otherwise the text from the first ``diff --git`` or ``--- a/`` line on; otherwise
+    the last block fenced as ``diff`` or ``patch``, whatever its format.
     """
     blocks: list[str] = _FENCED.findall(response)
     for text in [*reversed(blocks), response]:
         start = _DIFF_START.search(text)
         if start:
             return text[start.start() :].rstrip("`\n") + "\n"
-    return None
+    # A block the response calls a diff but in another format (context, ed, normal): handed
+    # on as it is, so strict grading refuses (and flags) it instead of grading no patch.
+    labelled = [text for text in _DIFF_BLOCK.findall(response) if text.strip()]
+    return labelled[-1] if labelled else None
 
 
 def judge_patch(
@@ -146,11 +154,8 @@ def _apply_and_grade(
     """Apply ``patch`` (or its allowed part) and grade; a 0 with the tool's word if it failed."""
     if strict:
         done = apply_strict(task, sandbox, patch)
-        if done.refused:
-            return refused_grade(done), []
-        if not done.applied:
-            error = done.message or "the patch does not apply"
-            return grade(task, sandbox, timeout=timeout, patch_error=error), done.dropped
+        if done.refused or not done.applied:
+            return refused_grade(done), done.dropped
         graded = grade(task, sandbox, timeout=timeout)
         return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
     applied = sandbox.apply_patch(patch)

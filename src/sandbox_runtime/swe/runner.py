@@ -420,12 +420,13 @@ class Runner:
         return outcome
 
     def _forget_history(self, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
-        """Where grading is fresh, the agent's repository knows only its base (:mod:`.history`).
+        """The agent's repository knows only its base commit (:mod:`.history`).
 
-        No later commit, branch, stash or reflog is left to copy the fix from.
+        No later commit, branch, stash or reflog is left to copy the fix from; the base keeps
+        its id, so grading in this sandbox (``same``) checks files out of it as before.
         """
-        if outcome.grade_in == GradeIn.FRESH.value:
-            forget_history(sandbox)
+        del outcome
+        forget_history(sandbox)
 
     def _act_and_grade(
         self,

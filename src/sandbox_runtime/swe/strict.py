@@ -495,8 +495,17 @@ def apply_strict(task: Task, sandbox: SandboxRuntime, patch: str) -> StrictAppli
 
 
 def refused_grade(done: StrictApplied) -> GradeResult:
-    """The 0 of a patch whose text strict grading refused (nothing was applied or run)."""
-    return GradeResult(0.0, f"patch refused: {done.refused}", refused=done.refused)
+    """The 0 of a patch whose text strict grading refused (nothing was applied or run).
+
+    A patch that reads as git's diff but does not apply exactly is refused too: strict
+    grading applies with no fuzz, and a hunk that needs some is either a broken patch or one
+    written to apply differently than it reads (a wrong context line hiding what follows).
+    """
+    why = done.refused or (
+        "it does not apply exactly (strict grading applies with no fuzz): "
+        + (done.message or "git apply refused it").strip()[:300]
+    )
+    return GradeResult(0.0, f"patch refused: {why}", refused=why)
 
 
 def check_canary(

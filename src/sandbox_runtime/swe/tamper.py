@@ -60,6 +60,28 @@ _IF_PYTEST = {"setup.cfg", "pyproject.toml"}
 #: Files pytest reads in the repository's directory and every directory above it.
 _RUNNER_CONFIGS = ("conftest.py", "pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
 _STARTUP = ("sitecustomize.py", "usercustomize.py")
+#: The tools a test run calls, found on ``PATH`` (and through their links) before the agent.
+_TOOLS = ("sh", "bash", "env", "python", "python3", "pytest", "git", "patch")
+#: What a test run's shell reads before it starts (``PYTHON*``, ``PATH``, ``LD_PRELOAD``) and
+#: the tools it runs: a change to any of them changes what the tests run with.  Single files
+#: (a directory is watched only where its whole listing is cheap to compare).
+SHELL_AND_TOOLS = (
+    "/etc/profile",
+    "/etc/profile.d/",
+    "/etc/bash.bashrc",
+    "/etc/environment",
+    "/etc/ld.so.preload",
+    "/root/.bashrc",
+    "/root/.profile",
+    "/root/.bash_profile",
+    "/root/.bash_login",
+    "/root/.pam_environment",
+    *(
+        f"{directory}/{tool}"
+        for directory in ("/bin", "/usr/bin", "/usr/local/bin")
+        for tool in ("sh", "bash", "env", "python", "python3", "pytest", "git", "patch")
+    ),
+)
 #: Git metadata whose change rewrites what the repository's history says.
 _GIT_HISTORY = ("HEAD", "packed-refs", "config", "refs/", "hooks/", "info/", "shallow")
 _SITE_DIRS = (
@@ -90,13 +112,16 @@ class Baseline:
 
     site_dirs: tuple[str, ...]
     mark: TreeMark
+    tools: tuple[str, ...] = ()
+    """The files the test run's tools are (each on ``PATH``, and where its links lead)."""
 
 
 def watch_paths(workdir: str, site_dirs: Iterable[str], outside_tests: Iterable[str]) -> list[str]:
     """What to watch outside the repository (a trailing ``/``: a whole directory).
 
     pytest's config files in each directory above the repository, the interpreters'
-    directories with their startup hooks, and the task's tests outside the repository.
+    directories with their startup hooks, the task's tests outside the repository, and
+    the shell's startup files and the tools the test run calls (:data:`SHELL_AND_TOOLS`).
     """
     watch: list[str] = []
     directory = posixpath.dirname(workdir.rstrip("/"))
@@ -111,6 +136,7 @@ def watch_paths(workdir: str, site_dirs: Iterable[str], outside_tests: Iterable[
         watch += [posixpath.join(site, name) for name in _STARTUP]
         watch.append(site.rstrip("/") + "/")
     watch += [path for path in outside_tests if not _under(path, [workdir])]
+    watch += list(SHELL_AND_TOOLS)
     return list(dict.fromkeys(watch))
 
 
@@ -128,6 +154,10 @@ def take_baseline(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline
         "for py in python3 python; do\n"
         f'  command -v "$py" >/dev/null 2>&1 && "$py" -c {shlex.quote(_SITE_DIRS)} 2>/dev/null\n'
         "done\n"
+        f"for t in {' '.join(_TOOLS)}; do\n"
+        '  p=$(command -v "$t" 2>/dev/null) || continue\n'
+        '  case "$p" in /*) echo "tool $p"; r=$(readlink -f "$p") && echo "tool $r";; esac\n'
+        "done\n"
         "exit 0\n"
     )
     result = sandbox.exec(script, timeout=120)
@@ -135,11 +165,21 @@ def take_baseline(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline
         raise SandboxError(f"cannot take the tamper baseline: {result.output.strip()[-500:]}")
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("/")]
     site_dirs = tuple(dict.fromkeys(lines))
+    tools = tuple(
+        dict.fromkeys(
+            line.strip()[len("tool ") :]
+            for line in result.stdout.splitlines()
+            if line.strip().startswith("tool /")
+        )
+    )
     outside_tests: list[str] = []
     if task is not None:
         outside_tests = [p for p in load_format(task.format).test_paths(task) if p.startswith("/")]
-    watch = watch_paths(sandbox.workdir, site_dirs, outside_tests)
-    return Baseline(site_dirs=site_dirs, mark=sandbox.mark_tree(watch=watch))
+    watch = watch_paths(sandbox.workdir, site_dirs, outside_tests) + [
+        tool for tool in tools if not _under(tool, [sandbox.workdir])
+    ]
+    watch = list(dict.fromkeys(watch))
+    return Baseline(site_dirs=site_dirs, mark=sandbox.mark_tree(watch=watch), tools=tools)
 
 
 def _patch_sections(patch: str) -> dict[str, str]:
@@ -197,6 +237,10 @@ def _outside_flag(
         return TamperFlag(path, "outside repository", "the interpreter runs it at startup")
     if _under(path, baseline.site_dirs):
         return TamperFlag(path, "outside repository", "the interpreter's files")
+    if path in baseline.tools or path in SHELL_AND_TOOLS:
+        return TamperFlag(path, "outside repository", "the test run's shell or tools")
+    if _under(path, [w for w in SHELL_AND_TOOLS if w.endswith("/")]):
+        return TamperFlag(path, "outside repository", "the test run's shell or tools")
     return None
 
 

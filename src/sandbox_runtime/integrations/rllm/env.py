@@ -256,8 +256,7 @@ class SWEEnv(_EnvBase):
             try:
                 lifetimes.hold_lease(sandbox, self._grading_seconds_needed())
                 sandbox.base_commit(refresh=True)
-                if self.grade_in is GradeIn.FRESH:
-                    forget_history(sandbox)  # no later commit holds the fix (swe.history)
+                forget_history(sandbox)  # no later commit holds the fix (swe.history)
                 self._install_scripts(sandbox)
                 self._baseline = tamper.baseline_or_none(sandbox, self.task)
                 # Refuses a sandbox whose commands do not see its paths, before any step.
