@@ -170,9 +170,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--format", default="r2e", help="r2e (graded in place) or swebench")
     parser.add_argument("--mode", choices=["rollback", "fork"], default="rollback")
     parser.add_argument("--base-dir", help="local backend: where its sandboxes live")
+    parser.add_argument("--isolation", help="local backend: none or namespace (its default)")
     args = parser.parse_args(argv)
     task = load_task(args.task, args.format)
     backend_options = {"base_dir": args.base_dir} if args.base_dir else {}
+    if args.isolation:
+        backend_options["isolation"] = args.isolation
     config = task_sandbox_config(
         task, RunOptions(backend=args.backend, backend_options=backend_options)
     )

@@ -26,7 +26,8 @@ class TestRepoEnvOnLocal(SandboxConformance):
             options={
                 "ds": _entry(),
                 "engine": "local",
-                "engine_options": {"base_dir": tmp_path / "sandboxes"},
+                # As tests/conformance/test_local.py: the suite's no-namespace expectations.
+                "engine_options": {"base_dir": tmp_path / "sandboxes", "isolation": "none"},
             },
         )
 

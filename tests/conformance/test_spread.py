@@ -25,7 +25,11 @@ class TestSpreadLocalFirst(SandboxConformance):
     def sandbox_config(self, tmp_path: Path) -> SandboxConfig:
         require(docker_problem())
         members = [
-            {"backend": "local", "options": {"base_dir": str(tmp_path / "sandboxes")}},
+            {
+                "backend": "local",
+                # As tests/conformance/test_local.py: the suite's no-namespace expectations.
+                "options": {"base_dir": str(tmp_path / "sandboxes"), "isolation": "none"},
+            },
             {"backend": "docker"},
         ]
         return SandboxConfig(backend="spread", options={"members": members})

@@ -25,7 +25,8 @@ def test_tree_search_keeps_the_continuation_whose_tests_pass(
     """On docker, rollback once crashed deleting a checkpoint its sandbox still ran."""
     if backend == "docker":
         require(docker_problem())
-    where = ["--base-dir", str(tmp_path)] if backend == "local" else []
+    # local without namespaces: the example's tests run with this interpreter's pytest.
+    where = ["--base-dir", str(tmp_path), "--isolation", "none"] if backend == "local" else []
     before = _example_checkpoints(backend)
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--backend", backend, "--mode", mode, *where],

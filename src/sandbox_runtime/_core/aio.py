@@ -37,6 +37,7 @@ from sandbox_runtime._core.pool import Lease, PoolStats, SandboxPool
 from sandbox_runtime._core.results import ExecResult, FileInfo, PatchResult
 from sandbox_runtime._core.runtime import _DEFAULT, ForkResult, SandboxRuntime
 from sandbox_runtime._core.streaming import CommandHandle, TextListener
+from sandbox_runtime._core.tree import TreeChanges, TreeMark
 from sandbox_runtime._core.usage import SandboxUsage
 
 __all__ = [
@@ -414,6 +415,18 @@ class AsyncSandboxRuntime:
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a sandbox file or directory out."""
         await self._run(self._sync.download, sandbox_path, local_path)
+
+    async def mark_tree(self, path: str | None = None, *, watch: Sequence[str] = ()) -> TreeMark:
+        """Record the tree to compare with later; see :meth:`SandboxRuntime.mark_tree`."""
+        return await self._run(self._sync.mark_tree, path, watch=watch)
+
+    async def tree_changes(self, mark: TreeMark) -> TreeChanges:
+        """What differs from ``mark``; see :meth:`SandboxRuntime.tree_changes`."""
+        return await self._run(self._sync.tree_changes, mark)
+
+    async def put_archive(self, data: bytes) -> None:
+        """Extract a tar archive at the sandbox's ``/``; see :meth:`SandboxRuntime.put_archive`."""
+        await self._run(self._sync.put_archive, data)
 
     async def base_commit(self, *, cwd: str | None = None, refresh: bool = False) -> str:
         """The repository's base commit."""

@@ -64,8 +64,12 @@ def _fixed_commit(sample: Sample) -> tuple[str, str]:
 
 
 def _run(sample: Sample, *, fixed: bool, command: str) -> tuple[int, str]:
+    # No namespaces: the sample's tests run with this interpreter's pytest (found on PATH).
     with SandboxRuntime(
-        backend="local", image=str(template_dir(sample.name)), workdir="/testbed"
+        backend="local",
+        image=str(template_dir(sample.name)),
+        workdir="/testbed",
+        options={"isolation": "none"},
     ) as sandbox:
         for patch in (sample.tests_patch, sample.fix_patch if fixed else ""):
             if patch and not sandbox.apply_patch(patch):
