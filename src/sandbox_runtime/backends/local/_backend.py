@@ -102,7 +102,7 @@ from ._process import (
     shared_writable_inodes,
     stop_marked,
 )
-from ._python_env import VENV, command_env, host_python, make_venv
+from ._python_env import VENV, HostPython, command_env, host_python, make_venv
 from ._rollback import restore_changes
 from ._tree_copy import RACY_MARGIN_NS, scan_tree
 
@@ -260,6 +260,7 @@ class LocalBackend(Backend[LocalOptions]):
         self._stopped = False
         self._shell = shutil.which("bash") or "/bin/sh"
         self._host_entries: list[tuple[str, str | None]] | None = None
+        self._host_python: HostPython | None = None
         # Markers killed by kill_marked: a command whose bubblewrap setup failed is not
         # started again once its marker was killed (see Bubblewrap.run).
         self._killed_markers: set[str] = set()
@@ -372,6 +373,15 @@ class LocalBackend(Backend[LocalOptions]):
         host = host_python(self.config.env.get("PATH", path))
         if host is not None:
             make_venv(self._root, host)
+            self._host_python = host
+
+    def _host_paths_in_tmp(self) -> list[str]:
+        """The host Python's directories under the host's ``/tmp``, which namespaces hide."""
+        host = self._host_python
+        if host is None:
+            return []
+        paths = [*host.host_sites, os.path.dirname(host.executable)]
+        return [p for p in dict.fromkeys(paths) if p.startswith("/tmp/") and os.path.isdir(p)]
 
     def _checkpoint_entries(self) -> list[tuple[str, str | None]] | None:
         """The host entries bound by the sandbox a checkpoint was taken of, if any.
@@ -731,6 +741,11 @@ class LocalBackend(Backend[LocalOptions]):
                 request.cwd,
                 self.options.network,
             )
+            # The host packages the sandbox's environment sees after its own, where they live
+            # in the host's /tmp (a checkout there): the sandbox's /tmp is its own.
+            argv[-1:-1] = [
+                arg for site in self._host_paths_in_tmp() for arg in ("--ro-bind", site, site)
+            ]
             if not isinstance(request.command, str):
                 # bwrap reports a missing program as its own exit 1; sh reports 127 like a shell.
                 command = ["/bin/sh", "-c", 'exec "$@"', "sh", *command]
