@@ -34,6 +34,7 @@ from sandbox_runtime._core.runtime import ForkResult, SandboxRuntime, delete_che
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
+from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.runner import Runner, backend_capabilities
@@ -202,7 +203,7 @@ class _ForkedGroup:
             lifetimes.hold_lease(sandbox, lifetimes.grading_seconds(runner.options.test_timeout))
             outcome.sandbox_id = sandbox.id
             sandbox.base_commit(refresh=True)
-            runner._forget_history(sandbox, outcome)
+            forget_history(sandbox)  # the copy's repository knows only its base
             # The tamper baseline is each copy's own, taken after the copy was made.
             baseline = tamper.baseline_or_none(sandbox, task)
             runner._act_and_grade(

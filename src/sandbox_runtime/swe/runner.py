@@ -406,7 +406,7 @@ class Runner:
             outcome.setups += 1
             prepare(task, sandbox)
             sandbox.base_commit(refresh=True)
-            self._forget_history(sandbox, outcome)
+            forget_history(sandbox)  # no later commit holds the fix (swe.history)
             baseline = tamper.baseline_or_none(sandbox, task)
             outcome.timings["setup"] = time.monotonic() - began
             self._act_and_grade(task, sandbox, outcome, baseline, used)
@@ -418,15 +418,6 @@ class Runner:
             outcome.timings["total"] = time.monotonic() - began
             outcome.accounting = SandboxUsage.total(box.usage for box in used)
         return outcome
-
-    def _forget_history(self, sandbox: SandboxRuntime, outcome: TaskOutcome) -> None:
-        """The agent's repository knows only its base commit (:mod:`.history`).
-
-        No later commit, branch, stash or reflog is left to copy the fix from; the base keeps
-        its id, so grading in this sandbox (``same``) checks files out of it as before.
-        """
-        del outcome
-        forget_history(sandbox)
 
     def _act_and_grade(
         self,
