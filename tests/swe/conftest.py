@@ -47,11 +47,7 @@ def open_prepared(task: Task, backend: str = "local") -> SandboxRuntime:
         # local sandboxes run the host's python: make it this one, which has pytest, whatever
         # python the user's shell would find first (an activated venv without pytest).
         env.setdefault("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    # local: without namespaces, so the commands find this interpreter's pytest on PATH.
-    options = {"isolation": "none"} if backend == "local" else {}
-    sandbox = SandboxRuntime(
-        backend=backend, image=image, workdir=task.workdir, env=env, options=options
-    ).start()
+    sandbox = SandboxRuntime(backend=backend, image=image, workdir=task.workdir, env=env).start()
     prepare(task, sandbox)
     sandbox.base_commit()
     return sandbox

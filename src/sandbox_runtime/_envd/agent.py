@@ -420,9 +420,15 @@ class AgentLink:
         while self._state in ("pending", "restarting"):  # else closed meanwhile: stopping
             try:
                 answer = probe.get(f"{url}/health")
-            except (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError):
-                # Refused: not listening yet (or no python3 in the image); a slow or broken
-                # answer: starting on a busy machine.  Neither says the address is wrong.
+            except (
+                httpx.ConnectError,
+                httpx.ReadTimeout,
+                httpx.ReadError,
+                httpx.RemoteProtocolError,
+            ):
+                # Refused: not listening yet (or no python3 in the image); a slow, reset or
+                # broken answer: starting on a busy machine, or the replaced agent's socket
+                # closing under a restart.  None of them says the address is wrong.
                 answer, silent = None, 0
             except httpx.HTTPError as exc:
                 silent += 1

@@ -375,13 +375,20 @@ class LocalBackend(Backend[LocalOptions]):
             make_venv(self._root, host)
             self._host_python = host
 
-    def _host_paths_in_tmp(self) -> list[str]:
-        """The host Python's directories under the host's ``/tmp``, which namespaces hide."""
+    def _hidden_host_python_dirs(self) -> list[str]:
+        """The host Python's directories a namespace would hide.
+
+        Those under ``/tmp`` or an entry the sandbox has its own of (``/root/.pyenv``).
+        """
         host = self._host_python
         if host is None:
             return []
-        paths = [*host.host_sites, os.path.dirname(host.executable)]
-        return [p for p in dict.fromkeys(paths) if p.startswith("/tmp/") and os.path.isdir(p)]
+        shown = {name for name, target in self._namespace_entries() if target is None}
+        return [
+            path
+            for path in host.directories()
+            if path.split("/")[1] == "tmp" or path.split("/")[1] not in shown
+        ]
 
     def _checkpoint_entries(self) -> list[tuple[str, str | None]] | None:
         """The host entries bound by the sandbox a checkpoint was taken of, if any.
@@ -741,10 +748,10 @@ class LocalBackend(Backend[LocalOptions]):
                 request.cwd,
                 self.options.network,
             )
-            # The host packages the sandbox's environment sees after its own, where they live
-            # in the host's /tmp (a checkout there): the sandbox's /tmp is its own.
+            # The host interpreter and the packages the sandbox's environment sees after its
+            # own, where they live in a directory the sandbox has its own of (/root, /tmp).
             argv[-1:-1] = [
-                arg for site in self._host_paths_in_tmp() for arg in ("--ro-bind", site, site)
+                arg for path in self._hidden_host_python_dirs() for arg in ("--ro-bind", path, path)
             ]
             if not isinstance(request.command, str):
                 # bwrap reports a missing program as its own exit 1; sh reports 127 like a shell.

@@ -84,6 +84,7 @@ venv = sys.prefix != sys.base_prefix
 print(json.dumps({
     "base": os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
     "executable": sys.executable,
+    "prefixes": sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}),
     "version": "%d.%d" % sys.version_info[:2],
     "full_version": "%d.%d.%d" % sys.version_info[:3],
     "venv_site": site.getsitepackages() if venv else [],
@@ -108,6 +109,21 @@ class HostPython:
     """The host venv's site-packages and the user site, seen after the sandbox's own."""
     shims: tuple[tuple[str, str], ...]
     """``(name, shim text)`` for each host console script written for this ``python``."""
+    prefixes: tuple[str, ...] = ()
+    """The interpreter's installation and the venv (``sys.base_prefix``, ``sys.prefix``)."""
+
+    def directories(self) -> list[str]:
+        """Every host directory the sandbox's environment reads, outermost first, no nesting.
+
+        A namespace sandbox must see these (read-only) wherever they live, even in a
+        directory the sandbox has its own of (``/root/.pyenv``, a checkout in ``/tmp``).
+        """
+        wanted = [*self.prefixes, *self.host_sites, os.path.dirname(self.executable)]
+        kept: list[str] = []
+        for path in sorted(dict.fromkeys(os.path.realpath(p) for p in wanted), key=len):
+            if os.path.isdir(path) and not any(path.startswith(k.rstrip("/") + "/") for k in kept):
+                kept.append(path)
+        return kept
 
 
 _lock = threading.Lock()
@@ -149,6 +165,7 @@ def _probe(executable: str) -> HostPython | None:
         full_version=str(facts["full_version"]),
         host_sites=tuple(sites),
         shims=tuple(_shims(list(dict.fromkeys(folders)), targets)),
+        prefixes=tuple(str(p) for p in facts.get("prefixes", ())),
     )
 
 
