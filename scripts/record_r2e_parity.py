@@ -62,7 +62,6 @@ def main(checkout: str, out: str = str(ROOT / "tests" / "fixtures" / "r2egym_par
     """Record every case of the parity suite with the R2E-Gym scripts under ``checkout``."""
     sys.path[:0] = [str(Path(checkout).resolve() / "src"), str(ROOT)]
     import r2egym  # noqa: F401  (fails early where the checkout has no R2E-Gym sources)
-
     from tests.integrations.r2e_parity import STEP_TIMEOUT, parity_task, play_parity
 
     chardet_version = metadata.version("chardet")

@@ -36,7 +36,7 @@ _LATIN1 = "# caf\\351 cr\\350me\\nname = 'na\\357ve r\\351sum\\351 \\374ber'\\nv
 _SETUP = " && ".join(
     [
         f"mkdir -p {_DIR}/pkg/sub {_DIR}/.hidden {_DIR}/many",
-        f"printf \"{_LATIN1}\" > {_DIR}/latin1.py",
+        f'printf "{_LATIN1}" > {_DIR}/latin1.py',
         f"printf 'text = \"h\\303\\251llo \\342\\234\\223\"\\nother = 2\\n' > {_DIR}/utf8.py",
         f"printf 'def f():\\n    return 1\\n\\n\\ndef g():\\n    return 1\\n' > {_DIR}/two.py",
         f"printf 'needle = 1\\n' > {_DIR}/pkg/a.py",

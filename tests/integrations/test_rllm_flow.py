@@ -174,7 +174,7 @@ def test_the_loop_through_the_openai_client_then_grading(
         assert "Exit code: 0" in result.turns[0].observation
         assert result.patch.strip()
     else:  # a reply with no tool call costs a step and gets the reminder
-        assert "called no tool" in result.turns[0].observation
+        assert "You forgot to use a function call" in result.turns[0].observation
         assert result.patch == ""
     assert result.turns[-1].done
     graded = grade_patch(task, result.patch, settings)

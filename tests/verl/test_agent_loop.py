@@ -225,7 +225,7 @@ def test_gold_earns_1_and_nothing_0_through_verls_worker(
         if played_gold:  # R2E-Gym's frame of the tool's output, as the model reads it
             assert "Exit code: 0" in observation
         else:  # a reply without a tool call gets the reminder, as an observation (masked)
-            assert "called no tool" in observation
+            assert "You forgot to use a function call" in observation
 
 
 def _kill_the_grading_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,8 +83,10 @@ from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.r2e_protocol import (
     BLOCKED_COMMANDS,
     FINISHED,
+    NO_FUNCTION_CALL,
     bash_command,
     blocked_command,
+    blocked_message,
     frame,
     frame_script_output,
     parse_action,
@@ -310,17 +312,14 @@ class SWEEnv(_EnvBase):
         call = parse_action(action, raw=bool(self._script_names))
         self.total_steps += 1
         if call is None:
-            return "", 0.0, False, {"tool": None, "accounting": self.accounting()}
+            # R2E-Gym's Observation of an empty action: its reminder to call a function.
+            return NO_FUNCTION_CALL, 0.0, False, {"tool": None, "accounting": self.accounting()}
         if self._script_names:
             return self._step_with_scripts(call)
         name = tool_name(call.name)
         refused = blocked_command(str(call.arguments.get("command", "")), self.blocked_commands)
         if name == "bash" and refused:
-            observation = Observation(
-                f"The command {refused!r} is not available here; use another command or tool.",
-                exit_code=1,
-                error=True,
-            )
+            observation = Observation(blocked_message(refused), exit_code=1, error=True)
         else:
             observation = tools.run(ToolCall(name, call.arguments, call.id))
         info = {

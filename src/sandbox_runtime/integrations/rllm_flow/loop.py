@@ -21,6 +21,7 @@ from typing import Any
 
 from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.integrations.rllm.env import SWEEnv
+from sandbox_runtime.swe.agents.r2e_protocol import NO_FUNCTION_CALL
 from sandbox_runtime.swe.parquet import issue_text
 from sandbox_runtime.swe.task import Task as SWETask
 
@@ -52,10 +53,8 @@ Tools:
 Change the source code, not the tests. Reproduce the problem, fix it, check the fix, then
 call finish."""
 
-NO_TOOL_REMINDER = (
-    "Your reply called no tool. Call exactly one tool in each reply, in the <function=...> "
-    "form; call finish when you are done."
-)
+#: What a reply that calls no tool gets: R2E-Gym's own reminder, word for word.
+NO_TOOL_REMINDER = NO_FUNCTION_CALL
 
 
 @dataclass

@@ -29,8 +29,10 @@ from sandbox_runtime.swe.agents.tools import Observation, ToolCall
 __all__ = [
     "BLOCKED_COMMANDS",
     "FINISHED",
+    "NO_FUNCTION_CALL",
     "bash_command",
     "blocked_command",
+    "blocked_message",
     "exit_status",
     "frame",
     "frame_script_output",
@@ -52,6 +54,20 @@ _TOOL_NAMES = {
 
 #: Commands R2E-Gym's ``execute_bash`` refuses to start (first word of the command line).
 BLOCKED_COMMANDS = ("git", "ipython", "jupyter", "nohup")
+
+#: R2E-Gym 0d94c4e's answer to a reply that calls no tool (its ``CONTINUE_MSG``, quoted as
+#: the interface text a policy trained on R2E-Gym reads).
+NO_FUNCTION_CALL = (
+    "\nYou forgot to use a function call in your response. \n"
+    "YOU MUST USE A FUNCTION CALL IN EACH RESPONSE.\n\n"
+    "IMPORTANT: YOU SHOULD NEVER ASK FOR HUMAN HELP.\n"
+)
+
+
+def blocked_message(program: str) -> str:
+    """R2E-Gym's ``execute_bash`` refusal of ``program`` (exit status 1), its exact text."""
+    return f"Bash command '{program}' is not allowed. Please use a different command or tool.\n"
+
 
 #: The observation after ``finish``/``submit``.
 FINISHED = "<<< Finished >>>"

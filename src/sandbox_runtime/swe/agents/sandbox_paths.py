@@ -7,14 +7,17 @@ Shared by the editor (:mod:`~sandbox_runtime.swe.agents.r2e_editor`) and the sea
 
 from __future__ import annotations
 
+import codecs
 from typing import Literal
+
+import chardet
 
 from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 
-__all__ = ["PathKind", "path_kind", "read_text", "run_helper", "write_text"]
+__all__ = ["PathKind", "detected_encoding", "path_kind", "read_text", "run_helper", "write_text"]
 
 PathKind = Literal["dir", "file"] | None
 
@@ -53,19 +56,34 @@ def run_helper(
 
 
 def read_text(sandbox: SandboxRuntime, path: str) -> str | None:
-    """A file's text as Python's ``Path.read_text`` gives it (every newline made LF).
+    """A file's text as R2E-Gym's editor reads it (every newline made LF).
 
-    ``None`` when there is no such file.  Bytes that are not UTF-8 are replaced.
+    ``None`` when there is no such file.  The encoding is the one chardet detects in the
+    file's bytes (UTF-8 where it detects none), as R2E-Gym's ``file_editor`` decodes; bytes
+    that encoding cannot decode are replaced.
     """
     try:
-        text = sandbox.read_text(path, errors="replace")
+        data = sandbox.read_bytes(path)
     except (FileNotFoundError, IsADirectoryError):
         return None
     except SandboxError as exc:
         if isinstance(exc, (FileNotFoundError, IsADirectoryError)):
             return None
         raise
+    text = data.decode(detected_encoding(data), errors="replace")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def detected_encoding(data: bytes) -> str:
+    """The encoding chardet guesses for ``data``, or UTF-8 where it has none (or an unknown)."""
+    encoding = chardet.detect(data)["encoding"]
+    if encoding is None:
+        return "utf-8"
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return "utf-8"
+    return encoding
 
 
 def write_text(sandbox: SandboxRuntime, path: str, text: str) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.swe.agents.r2e_editor import FileEditor
 from sandbox_runtime.swe.agents.r2e_search import search
+from sandbox_runtime.swe.agents.r2e_shell import decode_streams, shell_line, undecodable_output
 from sandbox_runtime.swe.agents.tool_check import require_commands_see_sandbox_paths
 
 __all__ = ["TOOL_SCHEMAS", "Observation", "ToolBox", "ToolCall"]
@@ -202,17 +203,27 @@ class ToolBox:
     def _bash(self, command: str) -> Observation:
         if not command.strip():
             return Observation("error: empty command", error=True)
-        result = self.sandbox.exec(command, timeout=self.timeout)
-        output = result.output
+        # Under /bin/sh and read as R2E-Gym's execute_bash reads it (r2e_shell).
+        result = self.sandbox.exec(shell_line(command), timeout=self.timeout)
         if result.timed_out:
-            output += f"\n[command timed out after {self.timeout:g}s]"
+            output = result.output + f"\n[command timed out after {self.timeout:g}s]"
+            return Observation(
+                output,
+                exit_code=result.exit_code,
+                error=True,
+                timed_out=True,
+                stdout=result.stdout,
+                stderr=result.stderr,
+            )
+        decoded = decode_streams(result.stdout_bytes, result.stderr_bytes)
+        if decoded.error is not None:
+            return Observation(undecodable_output(decoded.error), exit_code=1, error=True)
         return Observation(
-            output,
+            decoded.stdout + decoded.stderr,
             exit_code=result.exit_code,
             error=not result.ok,
-            timed_out=result.timed_out,
-            stdout=result.stdout,
-            stderr=result.stderr,
+            stdout=decoded.stdout,
+            stderr=decoded.stderr,
         )
 
     def _editor(self, args: dict[str, Any]) -> Observation:
