@@ -10,7 +10,7 @@ import pytest
 
 from sandbox_runtime.integrations.rllm import SWEEnv
 from sandbox_runtime.swe import Task, read_rows
-from sandbox_runtime.swe.agents.r2e_protocol import parse_action
+from sandbox_runtime.swe.agents.r2e_protocol import NO_FUNCTION_CALL, parse_action
 from sandbox_runtime.swe.agents.tools import ToolCall
 from sandbox_runtime.swe.dataset import load_rows
 from sandbox_runtime.swe.grading import GradingError
@@ -68,7 +68,12 @@ def test_an_episode_fixes_the_bug_and_earns_the_reward(bundled_tasks: list[Task]
         assert "if field:" in observation
         assert (reward, done, step_info["tool"], step_info["exit_code"]) == (0.0, False, "bash", 0)
         # No function call: an empty observation, as rLLM's SWEEnv gives.
-        assert env.step("Let me think.") == ("", 0.0, False, {"tool": None, "accounting": _ANY})
+        assert env.step("Let me think.") == (
+            NO_FUNCTION_CALL,
+            0.0,
+            False,
+            {"tool": None, "accounting": _ANY},
+        )
         observation, _, done, _ = env.step(
             _r2e_action(
                 "file_editor",
@@ -157,7 +162,9 @@ def test_r2e_gym_tools_search_undo_view_ranges_and_blocked_commands(
         assert "ERROR: File already exists at: csvline/core.py." in exists
         refused, *_ = env.step(_r2e_action("execute_bash", command="git log"))
         assert refused.startswith("Exit code: Error: Exit code 1\nExecution output of")
-        assert "'git' is not available" in refused
+        assert (
+            "Bash command 'git' is not allowed. Please use a different command or tool." in refused
+        )
         failed = env.step(_r2e_action("execute_bash", command="echo out; echo err >&2; exit 3"))
         assert failed[0] == (
             "Exit code: Error: Exit code 3\nExecution output of [execute_bash]:\n"
