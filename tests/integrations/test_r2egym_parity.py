@@ -13,7 +13,10 @@ the image's Python); there the status line and the traceback's last line (the
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +80,34 @@ def test_builtin_tools_answer_every_case_as_r2e_gym(backend: str) -> None:
         played = play_parity(tools="builtin")
     differing = _mismatches(played)
     assert not differing, f"{len(differing)} cases differ:\n" + "\n".join(differing)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("SANDBOX_RUNTIME_R2EGYM_SRC"),
+    reason="R2E-Gym's src (SANDBOX_RUNTIME_R2EGYM_SRC) is needed to check the recording live",
+)
+def test_the_recording_is_what_r2e_gyms_own_scripts_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Live: R2E-Gym's scripts (its checkout's ``src``) answer the recording again, on docker."""
+    require(docker_problem())
+    spec = importlib.util.spec_from_file_location(
+        "record_r2e_parity", Path(__file__).parents[2] / "scripts" / "record_r2e_parity.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    monkeypatch.syspath_prepend(os.environ["SANDBOX_RUNTIME_R2EGYM_SRC"])
+    try:
+        recorder.build_record_image(_recorded()["chardet"])
+        played = play_parity(
+            tools="r2egym", backend="docker", options={}, base_image=recorder.RECORD_IMAGE
+        )
+        for step in played:
+            if step["kind"] == "no tool call":
+                step["observation"] = recorder.no_tool_answer()
+        assert not _mismatches(played)
+    finally:
+        for name in [m for m in sys.modules if m == "r2egym" or m.startswith("r2egym.")]:
+            del sys.modules[name]
