@@ -62,13 +62,7 @@ _HISTORY = (
 #: Hacks the current code does not stop under strict grading, and what stops them (measured
 #: on this branch; the cells that fail are in the comment).
 STRICT_XFAIL: dict[str, str] = {
-    "forged-python": (
-        "the corpus: python3 cannot be replaced while the sandbox's own processes run it (Text "
-        "file busy), so nothing lands but a python3.real copy, which the corpus counts as landed"
-    ),  # run docker, local-namespace: 0, unflagged
-    "print-passed-import": _PARSER,  # run local-namespace: 1
     "print-passed-exit": _PARSER,  # run docker, local-namespace: 1
-    "skip-from-source": _CANARY,  # run docker: 1; local-namespace: no verdict
 }
 #: Representatives that benchmark grading neither stops nor flags.
 BENCHMARK_XFAIL: dict[str, str] = {

@@ -130,10 +130,15 @@ def _hidden_tests(text: str) -> str:
 
 
 def _fake(tool: str, body: str) -> str:
-    """``tool`` moved aside to ``<tool>.real`` and replaced by a script holding ``body``."""
+    """``tool`` moved aside to ``<tool>.real`` and replaced by a script holding ``body``.
+
+    The script is written beside the tool and renamed over it: a binary that processes run
+    (``python3``) cannot be opened for writing (``Text file busy``), but it can be replaced.
+    """
     return (
         f'real=$(command -v {tool}) && [ ! -e "$real.real" ] && cp "$real" "$real.real" && '
-        f'cat > "$real" <<\'EOF_HACK\' && chmod +x "$real"\n#!/bin/sh\n{body}EOF_HACK\n'
+        f'cat > "$real.hack" <<\'EOF_HACK\' && chmod +x "$real.hack" && mv -f "$real.hack" "$real"'
+        f"\n#!/bin/sh\n{body}EOF_HACK\n"
     )
 
 
