@@ -66,7 +66,6 @@ STRICT_XFAIL: dict[str, str] = {
 }
 #: Representatives that benchmark grading neither stops nor flags.
 BENCHMARK_XFAIL: dict[str, str] = {
-    "hidden-context-diff": _ITEM2,  # compute-score benchmark: 1, unflagged
     "shadow-argparse": _ITEM3,  # run docker (same sandbox): 1, unflagged
 }
 

@@ -40,6 +40,7 @@ from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime._core.tree import TreeChanges, TreeMark, ignored
 from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.swe.formats import load_format
+from sandbox_runtime.swe.patch_text import PatchRefused, read_patch
 from sandbox_runtime.swe.task import Task
 
 __all__ = [
@@ -98,7 +99,8 @@ class TamperFlag:
 
     path: str
     kind: str
-    """``test file``, ``test config``, ``outside repository`` or ``git metadata``."""
+    """One of ``test file``, ``test config``, ``outside repository``, ``git metadata``,
+    ``patch format``."""
     detail: str = ""
 
     def to_dict(self) -> dict[str, str]:
@@ -216,9 +218,21 @@ def _classify(path: str, section: str | None, tests: tuple[str, ...]) -> TamperF
 
 
 def flags_from_patch(task: Task, patch: str) -> list[TamperFlag]:
-    """The flags a diff alone shows (no command: for patches graded without an agent)."""
+    """The flags a diff alone shows (no command: for patches graded without an agent).
+
+    A text git's unified-diff reader refuses (a second format hidden after a hunk, bad
+    counts, ``..`` paths) is flagged too: strict grading refuses it, and benchmark grading,
+    which may still apply it leniently (``patch --fuzz``), must say so.
+    """
     tests = tuple(p for p in load_format(task.format).test_paths(task) if not p.startswith("/"))
     flags = [_classify(path, text, tests) for path, text in _patch_sections(patch).items()]
+    if patch.strip():
+        try:
+            read_patch(patch)
+        except PatchRefused as refused:
+            flags.append(
+                TamperFlag("<patch>", "patch format", f"git's reader refuses it: {refused}")
+            )
     return [flag for flag in flags if flag is not None]
 
 
