@@ -261,6 +261,7 @@ class LocalBackend(Backend[LocalOptions]):
         self._shell = shutil.which("bash") or "/bin/sh"
         self._host_entries: list[tuple[str, str | None]] | None = None
         self._host_python: HostPython | None = None
+        self._hidden_dirs: list[str] | None = None
         # Markers killed by kill_marked: a command whose bubblewrap setup failed is not
         # started again once its marker was killed (see Bubblewrap.run).
         self._killed_markers: set[str] = set()
@@ -383,12 +384,14 @@ class LocalBackend(Backend[LocalOptions]):
         host = self._host_python
         if host is None:
             return []
-        shown = {name for name, target in self._namespace_entries() if target is None}
-        return [
-            path
-            for path in host.directories()
-            if path.split("/")[1] == "tmp" or path.split("/")[1] not in shown
-        ]
+        if self._hidden_dirs is None:  # once: every command binds them (realpath, isdir)
+            shown = {name for name, target in self._namespace_entries() if target is None}
+            self._hidden_dirs = [
+                path
+                for path in host.directories()
+                if path.split("/")[1] == "tmp" or path.split("/")[1] not in shown
+            ]
+        return self._hidden_dirs
 
     def _checkpoint_entries(self) -> list[tuple[str, str | None]] | None:
         """The host entries bound by the sandbox a checkpoint was taken of, if any.
