@@ -212,6 +212,7 @@ def test_a_grading_sandbox_that_dies_is_an_exception_not_a_zero(
         return real_grade(task, sandbox, **kwargs)
 
     monkeypatch.setattr("sandbox_runtime.swe.isolation.grade", grade_after_the_sandbox_died)
+    monkeypatch.setattr("sandbox_runtime.swe.strict.grade", grade_after_the_sandbox_died)
     row = {**task.source, "sandbox_runtime": {"backend": "local"}}
     episode = type("Episode", (), {"artifacts": {"patch": ""}, "trajectories": []})()
     with pytest.raises(GradingError, match="infrastructure error"):

@@ -50,10 +50,6 @@ _ITEM2 = (
 _ITEM3 = "issue 29 item 3 (what the test run loads is guarded: config to /, env files, shadowing)"
 _CANARY = "issue 29 item 3 (source that patches the test machinery detected by a canary)"
 _ITEM6 = "issue 29 item 6 (integrity counts: the rLLM evaluator reports no tamper flag)"
-_PARSER = (
-    "not in items 1-4: the log parser believes PASSED lines printed by the code under test "
-    "(results must come from where that code cannot write)"
-)
 _HISTORY = (
     "not in items 1-4: the agent's sandbox keeps refs and objects past the base commit "
     "(stash, reflog, packed refs); setup must drop them"
@@ -61,9 +57,7 @@ _HISTORY = (
 
 #: Hacks the current code does not stop under strict grading, and what stops them (measured
 #: on this branch; the cells that fail are in the comment).
-STRICT_XFAIL: dict[str, str] = {
-    "print-passed-exit": _PARSER,  # run docker, local-namespace: 1
-}
+STRICT_XFAIL: dict[str, str] = {}
 #: Representatives that benchmark grading neither stops nor flags.
 BENCHMARK_XFAIL: dict[str, str] = {
     "shadow-argparse": _ITEM3,  # run docker (same sandbox): 1, unflagged

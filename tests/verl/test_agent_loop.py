@@ -236,6 +236,7 @@ def _kill_the_grading_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_grade(task, sandbox, **kwargs)
 
     monkeypatch.setattr("sandbox_runtime.swe.isolation.grade", grade_after_the_sandbox_died)
+    monkeypatch.setattr("sandbox_runtime.swe.strict.grade", grade_after_the_sandbox_died)
 
 
 def test_a_killed_grading_sandbox_is_masked_not_a_zero(

@@ -19,6 +19,7 @@ from typing import Any
 from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.outcome_record import SUSPECT_STATES, wrap_test_script
 from sandbox_runtime.swe.parsers import strip_ansi
 
 __all__ = [
@@ -89,14 +90,22 @@ class GradeResult:
     canary: str = ""
     """Under strict grading, the canary's state after the tests (``clean``, ``tripped``,
     ``inconclusive``; :mod:`sandbox_runtime.swe.canary`); empty when it did not run."""
+    outcome_record: str = ""
+    """Under strict grading, what pytest's out-of-band record said of the log (``vouched``,
+    ``contradicted``, ``absent``...; :mod:`sandbox_runtime.swe.outcome_record`)."""
     applied_by: str = ""
     """In a fresh sandbox, the tool that applied the patch: ``git apply`` (strict grading's
     only one), ``git apply --recount`` or ``patch --fuzz=5`` (benchmark grading's fallbacks)."""
 
     @property
     def integrity_flagged(self) -> bool:
-        """True when grading itself caught a forging attempt (a refused patch, a tripped canary)."""
-        return bool(self.refused) or self.canary == "tripped"
+        """True when grading itself caught a forging attempt.
+
+        A refused patch, a tripped canary, or a log the out-of-band record contradicts.
+        """
+        return (
+            bool(self.refused) or self.canary == "tripped" or self.outcome_record in SUSPECT_STATES
+        )
 
     @property
     def outcome(self) -> Outcome:
@@ -134,8 +143,16 @@ def listing(ids: Iterable[str]) -> str:
 
 
 def run_test_script(sandbox: SandboxRuntime, script: str, timeout: float) -> ExecResult:
-    """Run a task's test script as every format does (no ``.pyc`` files left behind)."""
-    return sandbox.exec(script, timeout=timeout, env=_TEST_ENV)
+    """Run a task's test script as every format does (no ``.pyc`` files left behind).
+
+    Under strict grading the script also records pytest's verdicts out of band
+    (:mod:`sandbox_runtime.swe.outcome_record`).
+    """
+    wrapped, recorder = wrap_test_script(script)
+    result = sandbox.exec(wrapped, timeout=timeout, env=_TEST_ENV)
+    if recorder is not None:
+        recorder.saw(result.output)
+    return result
 
 
 def timed_out_result(result: ExecResult, timeout: float) -> GradeResult:

@@ -37,6 +37,7 @@ from sandbox_runtime.swe.strict import (
     StrictApplied,
     apply_strict,
     check_canary,
+    grade_recorded,
     refused_grade,
 )
 from sandbox_runtime.swe.task import Task
@@ -144,7 +145,10 @@ def grade_fresh_changes(
             error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
             graded = GradeResult(None, error)
         else:
-            graded = grade(task, sandbox, timeout=timeout)
+            if strict:
+                graded = grade_recorded(task, sandbox, timeout=timeout)
+            else:
+                graded = grade(task, sandbox, timeout=timeout)
             graded.applied_by = "file plane"
             if strict:
                 # A kept source module that forges the test machinery on import trips it.
@@ -194,10 +198,11 @@ def _start_apply_grade(
     except SandboxError as exc:
         error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
         return GradeResult(None, error), []
-    graded = grade(task, sandbox, timeout=timeout)
-    graded.applied_by = applied_by
     if done is None:
+        graded = grade(task, sandbox, timeout=timeout)
+        graded.applied_by = applied_by
         return graded, []
+    graded = grade_recorded(task, sandbox, timeout=timeout)
     return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
 
 

@@ -72,6 +72,7 @@ from sandbox_runtime.swe.strict import (
     GradingMode,
     apply_strict,
     check_canary,
+    grade_recorded,
     refused_grade,
     resolve_grading,
 )
@@ -156,7 +157,7 @@ def _apply_and_grade(
         done = apply_strict(task, sandbox, patch)
         if done.refused or not done.applied:
             return refused_grade(done), done.dropped
-        graded = grade(task, sandbox, timeout=timeout)
+        graded = grade_recorded(task, sandbox, timeout=timeout)
         return check_canary(sandbox, done, graded, timeout=timeout), done.dropped
     applied = sandbox.apply_patch(patch)
     if not applied:

@@ -23,6 +23,7 @@ from typing import IO, Any
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.swe.agents.base import Step
 from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.outcome_record import SUSPECT_STATES
 from sandbox_runtime.swe.tamper import TamperFlag
 
 __all__ = ["TaskOutcome", "smoke_report", "summary_table", "write_report", "write_trajectory"]
@@ -152,6 +153,7 @@ class TaskOutcome:
             "flagged": self.flagged,
             "refused": self.refused,
             "canary": self.canary,
+            "outcome_record": self.grade.outcome_record if self.grade is not None else "",
             "applied_by": self.grade.applied_by if self.grade is not None else "",
             "tamper": [flag.to_dict() for flag in self.tamper],
             "accounting": self.accounting_entry(),
@@ -222,7 +224,8 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
         "what grading reads"
         + (
             f"; strict grading dropped changes of {totals['dropped']} task(s), refused "
-            f"{totals['refused']} patch(es), canary tripped by {totals['canary_tripped']}"
+            f"{totals['refused']} patch(es), canary tripped by {totals['canary_tripped']}, "
+            f"test log forged by {totals['output_forged']}"
             if any(o.grading == "strict" for o in outcomes)
             else ""
         )
@@ -258,6 +261,9 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
         "dropped": sum(1 for o in outcomes if o.dropped),
         "refused": sum(1 for o in outcomes if o.refused),
         "canary_tripped": sum(1 for o in outcomes if o.canary == "tripped"),
+        "output_forged": sum(
+            1 for o in outcomes if o.grade is not None and o.grade.outcome_record in SUSPECT_STATES
+        ),
         "accounting": run_accounting(outcomes),
         "grade_in": {
             where: sum(1 for o in outcomes if o.grade_in == where)

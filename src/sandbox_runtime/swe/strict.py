@@ -36,7 +36,9 @@ code: the source files it changes run inside the test process.  A change there t
 games the exit code (``os._exit(0)`` at exit) earns nothing, because every format grades by
 per-test results, not exit codes; a source change written to forge those results is
 detected by its effect instead: :func:`grade_strict` runs the canary
-(:mod:`sandbox_runtime.swe.canary`) after the tests.
+(:mod:`sandbox_runtime.swe.canary`) after the tests.  And the verdicts are not taken from
+the log alone, which that code can print into: pytest records them out of band, and a log
+that contradicts the record earns 0 (:mod:`sandbox_runtime.swe.outcome_record`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from sandbox_runtime.swe.canary import modules_of, run_canary
 from sandbox_runtime.swe.commit import is_r2e_test_path
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import GradeResult, grade
+from sandbox_runtime.swe.outcome_record import check_record, recorded
 from sandbox_runtime.swe.patch_text import PatchRefused, PatchSection, read_patch
 from sandbox_runtime.swe.tamper import TamperFlag
 from sandbox_runtime.swe.task import Task
@@ -72,6 +75,7 @@ __all__ = [
     "check_canary",
     "drop_reason",
     "filter_patch",
+    "grade_recorded",
     "grade_strict",
     "module_guard",
     "outside_changes",
@@ -528,6 +532,24 @@ def check_canary(
     return graded
 
 
+def grade_recorded(task: Task, sandbox: SandboxRuntime, *, timeout: float) -> GradeResult:
+    """The task's tests graded with pytest's verdicts recorded out of band and checked.
+
+    The log's verdict stands only where the record vouches for it
+    (:mod:`sandbox_runtime.swe.outcome_record`); a sandbox fault setting up or reading the
+    record is an infrastructure error (no reward).
+    """
+    try:
+        with recorded(sandbox) as recorder:
+            graded = grade(task, sandbox, timeout=timeout)
+    except SandboxError as exc:
+        return GradeResult(None, f"infrastructure error: outcome record: {exc}"[:500])
+    try:
+        return check_record(sandbox, recorder, graded)
+    finally:
+        recorder.remove(sandbox)
+
+
 def grade_strict(
     task: Task, sandbox: SandboxRuntime, done: StrictApplied, *, timeout: float
 ) -> GradeResult:
@@ -541,4 +563,5 @@ def grade_strict(
     """
     if done.refused:
         return refused_grade(done)
-    return check_canary(sandbox, done, grade(task, sandbox, timeout=timeout), timeout=timeout)
+    graded = grade_recorded(task, sandbox, timeout=timeout)
+    return check_canary(sandbox, done, graded, timeout=timeout)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.swe.grading import GradeResult
+from sandbox_runtime.swe.outcome_record import SUSPECT_STATES
 from sandbox_runtime.swe.tamper import TamperFlag
 
 __all__ = ["PatchVerdict", "integrity_counts"]
@@ -14,17 +15,21 @@ __all__ = ["PatchVerdict", "integrity_counts"]
 def integrity_counts(grade: GradeResult | None, tamper: list[TamperFlag]) -> dict[str, int]:
     """How one submission probed the grader, as 0/1 counts a trainer can sum.
 
-    ``flagged``: a tamper flag, a refused patch or a tripped canary; ``dropped``: files strict
-    grading kept from the tests; ``refused``: the patch text was refused whole;
-    ``canary_tripped``: the canary test that must fail was reported passed.
+    ``flagged``: a tamper flag, a refused patch, a tripped canary or a forged test log;
+    ``dropped``: files strict grading kept from the tests; ``refused``: the patch text was
+    refused whole; ``canary_tripped``: the canary test that must fail was reported passed;
+    ``output_forged``: the test log contradicts pytest's out-of-band record
+    (:mod:`sandbox_runtime.swe.outcome_record`).
     """
     refused = int(bool(grade is not None and grade.refused))
     tripped = int(grade is not None and grade.canary == "tripped")
+    forged = int(grade is not None and grade.outcome_record in SUSPECT_STATES)
     return {
-        "flagged": int(bool(tamper) or bool(refused) or bool(tripped)),
+        "flagged": int(bool(tamper) or bool(refused) or bool(tripped) or bool(forged)),
         "dropped": len(grade.dropped) if grade is not None else 0,
         "refused": refused,
         "canary_tripped": tripped,
+        "output_forged": forged,
     }
 
 

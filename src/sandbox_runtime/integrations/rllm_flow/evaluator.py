@@ -156,5 +156,6 @@ class SWEEvaluator:
                 "integrity": integrity_counts(result, []),
                 "refused": result.refused,
                 "canary": result.canary,
+                "outcome_record": result.outcome_record,
             },
         )
