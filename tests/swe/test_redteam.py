@@ -47,7 +47,6 @@ _ITEM1 = "issue 29 item 1 (the agent's change and tamper flags measured from out
 _ITEM2 = (
     "issue 29 item 2 (one strict patch reader: git's unified diff only, no fuzz, refused+flagged)"
 )
-_ITEM3 = "issue 29 item 3 (what the test run loads is guarded: config to /, env files, shadowing)"
 _CANARY = "issue 29 item 3 (source that patches the test machinery detected by a canary)"
 _ITEM6 = "issue 29 item 6 (integrity counts: the rLLM evaluator reports no tamper flag)"
 _HISTORY = (
@@ -59,9 +58,7 @@ _HISTORY = (
 #: on this branch; the cells that fail are in the comment).
 STRICT_XFAIL: dict[str, str] = {}
 #: Representatives that benchmark grading neither stops nor flags.
-BENCHMARK_XFAIL: dict[str, str] = {
-    "shadow-argparse": _ITEM3,  # run docker (same sandbox): 1, unflagged
-}
+BENCHMARK_XFAIL: dict[str, str] = {}
 
 
 def _marked(hacks: list[Hack], known: dict[str, str]) -> list[object]:

@@ -42,14 +42,29 @@ import secrets
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError, SandboxFileNotFoundError
 from sandbox_runtime.swe.parsers import strip_ansi
 
-if TYPE_CHECKING:
-    from sandbox_runtime.swe._format_kit import GradeResult
+
+class Graded(Protocol):
+    """What judging reads and sets of a grade.
+
+    :class:`sandbox_runtime.swe.grading.GradeResult`, named by its shape: the module that
+    defines it runs the test scripts this one wraps.
+    """
+
+    reward: float | None
+    reason: str
+    status_map: dict[str, str]
+    test_output: str
+    outcome_record: str
+
+
+G = TypeVar("G", bound=Graded)
+
 
 __all__ = [
     "FLAGGED_STATES",
@@ -389,7 +404,7 @@ def _shows_pytest(output: str) -> bool:
     return any("::" in claim.test_id for claim in claims_in(output))
 
 
-def verdict_of(recorder: Recorder, text: str | None, graded: GradeResult) -> tuple[str, str]:
+def verdict_of(recorder: Recorder, text: str | None, graded: Graded) -> tuple[str, str]:
     """The record's state after a graded run, and why (see the module's docstring)."""
     output = graded.test_output
     if text is None:
@@ -433,7 +448,7 @@ def verdict_of(recorder: Recorder, text: str | None, graded: GradeResult) -> tup
     return RECORD_VOUCHED, ""
 
 
-def judge(graded: GradeResult, state: str, why: str) -> GradeResult:
+def judge(graded: G, state: str, why: str) -> G:
     """``graded`` with the record's verdict applied: a flagged state makes it 0.
 
     A record that cannot vouch for the log and cannot accuse it either (some sessions ran
@@ -455,7 +470,7 @@ def judge(graded: GradeResult, state: str, why: str) -> GradeResult:
     return graded
 
 
-def check_record(sandbox: SandboxRuntime, recorder: Recorder, graded: GradeResult) -> GradeResult:
+def check_record(sandbox: SandboxRuntime, recorder: Recorder, graded: G) -> G:
     """Read the record and judge ``graded`` by it; a sandbox fault reading it is an error."""
     if graded.reward is None:
         return graded

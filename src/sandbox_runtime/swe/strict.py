@@ -58,6 +58,7 @@ from sandbox_runtime.swe.canary import modules_of, run_canary
 from sandbox_runtime.swe.commit import is_r2e_test_path
 from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import GradeResult, grade
+from sandbox_runtime.swe.module_guard import RUNNER_MODULES, STDLIB, ModuleGuard
 from sandbox_runtime.swe.outcome_record import check_record, recorded
 from sandbox_runtime.swe.patch_text import PatchRefused, PatchSection, read_patch
 from sandbox_runtime.swe.tamper import TamperFlag
@@ -113,19 +114,6 @@ _TEST_SETTINGS = {
 }
 #: Files that hold test settings among others: dropped only when those sections changed.
 _MIXED_SETTINGS = frozenset({"setup.cfg", "pyproject.toml"})
-#: Top-level names of the test runners' modules and of what they import before the tests
-#: (a repository module of that name, first on ``sys.path``, would be loaded instead).
-RUNNER_MODULES = frozenset(
-    {
-        "pytest", "_pytest", "pluggy", "unittest", "xdist", "py", "iniconfig", "packaging",
-        "coverage", "pytest_cov", "hypothesis", "_hypothesis_pytestplugin", "exceptiongroup",
-        "tomli", "colorama", "pygments", "execnet", "nose", "nose2", "mock", "six",
-        "typing_extensions", "attr", "attrs", "_distutils_hack", "setuptools", "pkg_resources",
-        "distutils", "site", "sitecustomize", "usercustomize", "_virtualenv", "pip",
-    }
-)  # fmt: skip
-#: Files beside a module on ``sys.path`` that Python imports as that module.
-_MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
 #: Directory names that hold tests (R2E-Gym's and SWE-bench's rules together).
 _TEST_DIRS = frozenset({"test", "tests", "Test", "Tests", "testing", "e2e"})
 
@@ -214,55 +202,6 @@ class StrictApplied:
     """The dotted names of the Python modules the applied part changed (for the canary)."""
     applied_by: str = ""
     """``git apply`` (strict grading applies with nothing else), or empty when nothing was."""
-
-
-@dataclass(frozen=True)
-class ModuleGuard:
-    """What the test run imports first, and the names a new module there must not take.
-
-    The directories on the run's ``sys.path`` ahead of the standard library are its
-    ``path_dirs``.
-    ``shadowed`` is the standard library's module names (of the sandbox's interpreter and
-    of this one) and :data:`RUNNER_MODULES`; ``own`` the top-level names the repository
-    already has there at its base commit (its own package may be called ``pytest``: a
-    change to it is the fix, not shadowing).  ``path_dirs`` are repository-relative
-    (``""`` is the root).
-    """
-
-    shadowed: frozenset[str]
-    own: frozenset[str] = frozenset()
-    path_dirs: tuple[str, ...] = ("",)
-
-    @classmethod
-    def default(cls) -> ModuleGuard:
-        """The standard library of this interpreter and the runners, at the repository root."""
-        return cls(_STDLIB | RUNNER_MODULES)
-
-    def shadows(self, path: str) -> str | None:
-        """The module name ``path`` would shadow, or ``None``."""
-        for directory in self.path_dirs:
-            prefix = f"{directory}/" if directory else ""
-            if not path.startswith(prefix):
-                continue
-            parts = path[len(prefix) :].split("/")
-            if len(parts) == 1:
-                name = parts[0]
-                for suffix in _MODULE_SUFFIXES:
-                    if name.endswith(suffix):
-                        name = name[: -len(suffix)].split(".", 1)[0]
-                        break
-                else:
-                    continue
-            else:  # a package (or a directory that would become one) of that name
-                name = parts[0]
-            if name in self.shadowed and name not in self.own:
-                return name
-        return None
-
-
-_STDLIB: frozenset[str] = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(
-    sys.builtin_module_names
-)
 
 
 def split_patch(patch: str) -> list[FileChange]:
@@ -383,9 +322,7 @@ def module_guard(sandbox: SandboxRuntime) -> ModuleGuard:
         if listed.exit_code == 0:
             for name in listed.stdout.splitlines():
                 own.add(name.split(".", 1)[0] if "." in name else name)
-    return ModuleGuard(
-        _STDLIB | stdlib | RUNNER_MODULES, frozenset(own), tuple(dict.fromkeys(dirs))
-    )
+    return ModuleGuard(STDLIB | stdlib | RUNNER_MODULES, frozenset(own), tuple(dict.fromkeys(dirs)))
 
 
 def _pytest11_groups(value: Any) -> list[Any]:

@@ -40,6 +40,7 @@ from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime._core.tree import TreeChanges, TreeMark, ignored
 from sandbox_runtime.errors import SandboxError, SandboxGoneError
 from sandbox_runtime.swe.formats import load_format
+from sandbox_runtime.swe.module_guard import RUNNER_MODULES, STDLIB, ModuleGuard
 from sandbox_runtime.swe.patch_text import PatchRefused, read_patch
 from sandbox_runtime.swe.task import Task
 
@@ -116,6 +117,10 @@ class Baseline:
     mark: TreeMark
     tools: tuple[str, ...] = ()
     """The files the test run's tools are (each on ``PATH``, and where its links lead)."""
+    own: frozenset[str] | None = None
+    """The top-level names the repository had at the start in its root and ``src/`` (a
+    change to its own module is the fix, a new one that shadows a standard module is not);
+    ``None`` when they were not listed."""
 
 
 def watch_paths(workdir: str, site_dirs: Iterable[str], outside_tests: Iterable[str]) -> list[str]:
@@ -160,6 +165,9 @@ def take_baseline(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline
         '  p=$(command -v "$t" 2>/dev/null) || continue\n'
         '  case "$p" in /*) echo "tool $p"; r=$(readlink -f "$p") && echo "tool $r";; esac\n'
         "done\n"
+        f"cd {shlex.quote(sandbox.workdir)} 2>/dev/null && for d in . src; do\n"
+        '  [ -d "$d" ] && ls -A1 "$d" 2>/dev/null | while IFS= read -r n; do echo "own $n"; done\n'
+        "done\n"
         "exit 0\n"
     )
     result = sandbox.exec(script, timeout=120)
@@ -181,7 +189,12 @@ def take_baseline(sandbox: SandboxRuntime, task: Task | None = None) -> Baseline
         tool for tool in tools if not _under(tool, [sandbox.workdir])
     ]
     watch = list(dict.fromkeys(watch))
-    return Baseline(site_dirs=site_dirs, mark=sandbox.mark_tree(watch=watch), tools=tools)
+    own = frozenset(
+        line[len("own ") :].split(".", 1)[0]
+        for line in result.stdout.splitlines()
+        if line.startswith("own ")
+    )
+    return Baseline(site_dirs=site_dirs, mark=sandbox.mark_tree(watch=watch), tools=tools, own=own)
 
 
 def _patch_sections(patch: str) -> dict[str, str]:
@@ -258,6 +271,16 @@ def _outside_flag(
     return None
 
 
+def _shadow_flag(path: str, own: frozenset[str]) -> TamperFlag | None:
+    """The flag for a new module that would be imported instead of a standard or runner one."""
+    guard = ModuleGuard(STDLIB | RUNNER_MODULES, own, ("", "src"))
+    name = guard.shadows(path)
+    if name is None:
+        return None
+    whose = "the test runner's" if name in RUNNER_MODULES else "the standard library's"
+    return TamperFlag(path, "test config", f"imported instead of {whose} {name!r}")
+
+
 def check(task: Task, workdir: str, baseline: Baseline, found: TreeChanges) -> list[TamperFlag]:
     """The flags for what the backend says changed since the baseline (no command runs)."""
     paths = load_format(task.format).test_paths(task)
@@ -269,6 +292,8 @@ def check(task: Task, workdir: str, baseline: Baseline, found: TreeChanges) -> l
         if posixpath.basename(change.path) in _IF_PYTEST:
             section = change.data.decode("utf-8", "replace")
         flag = _classify(change.path, section, repo_tests)
+        if flag is None and change.kind != "deleted" and baseline.own is not None:
+            flag = _shadow_flag(change.path, baseline.own)
         if flag is not None:
             flags.append(flag)
     for rel in found.git:
