@@ -1,4 +1,4 @@
-"""The harness adapters' tests: they need the harnesses (mini-swe-agent, inspect-ai) installed.
+"""The harness adapters' tests: they need the harnesses (mini-swe-agent, inspect-ai, swe-rex) installed.
 
 The harnesses do not share the main test venv (their dependencies would move packages the
 rest of the suite pins), so ``scripts/test.sh`` runs these files in ``.venv-harness`` with
@@ -19,6 +19,7 @@ _NEEDS = {
     "test_minisweagent.py": "minisweagent",
     "test_inspect.py": "inspect_ai",
     "test_inspect_conformance.py": "inspect_ai",
+    "test_swerex.py": "swerex",
 }
 
 collect_ignore = [
