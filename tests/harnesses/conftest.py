@@ -1,4 +1,4 @@
-"""The harness adapters' tests: they need the harnesses (mini-swe-agent, inspect-ai, swe-rex) installed.
+"""The harness adapters' tests: they need their harness (mini-swe-agent, inspect-ai, swe-rex).
 
 The harnesses do not share the main test venv (their dependencies would move packages the
 rest of the suite pins), so ``scripts/test.sh`` runs these files in ``.venv-harness`` with
@@ -20,6 +20,7 @@ _NEEDS = {
     "test_inspect.py": "inspect_ai",
     "test_inspect_conformance.py": "inspect_ai",
     "test_swerex.py": "swerex",
+    "test_harbor.py": "pydantic",
 }
 
 collect_ignore = [
