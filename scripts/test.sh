@@ -143,7 +143,7 @@ if [ "$#" -eq 0 ]; then
   # The adapters against the harnesses' own types (the main venv's mypy sees them as Any).
   .venv/bin/mypy --python-executable .venv-harness/bin/python \
     src/sandbox_runtime/integrations/inspect src/sandbox_runtime/integrations/minisweagent.py \
-    src/sandbox_runtime/integrations/swerex.py tests/harnesses
+    src/sandbox_runtime/integrations/swerex.py src/sandbox_runtime/integrations/harbor tests/harnesses
   SANDBOX_RUNTIME_HARNESS_TESTS=1 MSWEA_SILENT_STARTUP=1 \
     .venv-harness/bin/python -m pytest tests/harnesses -q -n 2 -p xdist
   log "the training stacks and the [train] extra resolve with docs/training.md's commands (--dry-run)"
