@@ -89,6 +89,7 @@ HARNESS_NAME = "swe-rex"
 #: Where sessions keep their saved shell state inside the sandbox.
 STATE_DIR = "/tmp/.sandbox-runtime-swerex"
 _SYNTAX_EXIT = 253
+_STARTUP_FLOOR = 30.0
 _logger = logging.getLogger(__name__)
 
 # Restore the session's state, check the command's syntax, run it with stderr merged into
@@ -176,7 +177,10 @@ class SandboxRuntimeRuntime(AbstractRuntime):  # type: ignore[misc,unused-ignore
         output = ""
         if request.startup_source:
             sources = " && ".join(f". {shlex.quote(path)}" for path in request.startup_source)
-            result = await self._run_saved(state, sources, request.startup_timeout)
+            # startup_timeout (default 1 s) is SWE-ReX's wait on a shell already running; here
+            # the time includes a round trip to the sandbox, so it gets a floor.
+            limit = max(request.startup_timeout, _STARTUP_FLOOR)
+            result = await self._run_saved(state, sources, limit)
             output = result.stdout
         return CreateBashSessionResponse(output=output)
 
