@@ -125,7 +125,7 @@ if [ "$#" -eq 0 ]; then
   verl_site="$(.venv-verl/bin/python -c 'import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))')"
   (cd "$verl_site" && "$root/.venv-verl/bin/python" -m pytest -q -p no:cacheprovider \
     tests/experimental/agent_loop/*_on_cpu.py tests/tools/*_on_cpu.py)
-  log "the harness adapters under the harnesses' current releases (mini-swe-agent, Inspect)"
+  log "the harness adapters under the harnesses' current releases (mini-swe-agent, Inspect, SWE-ReX)"
   # A venv of their own: the harnesses pull litellm, datasets 5 and openai 3, which would move
   # packages the main venv pins (docs/harnesses.md).  uv installs the tree in ~30 s (pip: ~4 min).
   if [ ! -x .venv-harness/bin/python ]; then
@@ -133,16 +133,17 @@ if [ "$#" -eq 0 ]; then
   fi
   harness_stamp=".venv-harness/.pyproject.sha256"
   if [ "$(cat "$harness_stamp" 2>/dev/null)" != "$projects" ] \
-    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, sandbox_runtime, sandbox_runtime_emulators, docker, yaml, pytest_timeout, xdist' 2>/dev/null; then
+    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, swerex, sandbox_runtime, sandbox_runtime_emulators, docker, yaml, pytest_timeout, xdist' 2>/dev/null; then
     .venv-harness/bin/python -m pip install --quiet --disable-pip-version-check 'uv>=0.9'
     .venv-harness/bin/uv pip install --quiet --python .venv-harness/bin/python \
-      -e '.[docker,ags,mini,inspect]' -e ./emulators pytest pytest-timeout pytest-xdist
+      -e '.[docker,ags,mini,inspect,swerex]' -e ./emulators swe-rex==1.4.0 \
+      pytest pytest-timeout pytest-xdist
     echo "$projects" >"$harness_stamp"
   fi
   # The adapters against the harnesses' own types (the main venv's mypy sees them as Any).
   .venv/bin/mypy --python-executable .venv-harness/bin/python \
     src/sandbox_runtime/integrations/inspect src/sandbox_runtime/integrations/minisweagent.py \
-    tests/harnesses
+    src/sandbox_runtime/integrations/swerex.py src/sandbox_runtime/integrations/harbor tests/harnesses
   SANDBOX_RUNTIME_HARNESS_TESTS=1 MSWEA_SILENT_STARTUP=1 \
     .venv-harness/bin/python -m pytest tests/harnesses -q -n 2 -p xdist
   log "the training stacks and the [train] extra resolve with docs/training.md's commands (--dry-run)"

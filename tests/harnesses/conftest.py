@@ -1,4 +1,4 @@
-"""The harness adapters' tests: they need the harnesses (mini-swe-agent, inspect-ai) installed.
+"""The harness adapters' tests: they need their harness (mini-swe-agent, inspect-ai, swe-rex).
 
 The harnesses do not share the main test venv (their dependencies would move packages the
 rest of the suite pins), so ``scripts/test.sh`` runs these files in ``.venv-harness`` with
@@ -15,10 +15,13 @@ from tests.swe.conftest import _sample_cache
 
 __all__ = ["_sample_cache"]
 
+# test_harbor.py needs no harness installed (Harbor does not import on 3.11; the test brings
+# a double of its interface), so it is collected everywhere.
 _NEEDS = {
     "test_minisweagent.py": "minisweagent",
     "test_inspect.py": "inspect_ai",
     "test_inspect_conformance.py": "inspect_ai",
+    "test_swerex.py": "swerex",
 }
 
 collect_ignore = [

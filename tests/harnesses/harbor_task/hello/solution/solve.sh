@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 42 > /tmp/answer.txt
