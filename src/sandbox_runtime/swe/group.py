@@ -3,11 +3,16 @@
 GRPO samples a group of rollouts per task and compares their rewards; every rollout must
 start from the same prepared state.  Replaying the setup N times costs N starts and N
 setups; here the task's sandbox is started and prepared once (the repository at its commit,
-the benchmark's setup), checkpointed, and the N rollouts are started
-from that checkpoint at once (``SandboxRuntime.from_checkpoint``, the fork of
-docs/checkpoints.md).  Each rollout runs its own agent in its own copy and is graded there,
-or, where the task is graded fresh, in one more copy of the prepared state (taken before any
-agent ran, so it is what a fresh setup would give, without running the setup again).
+the benchmark's setup), checkpointed, and each of the N rollouts is started from that
+checkpoint (``SandboxRuntime.from_checkpoint``, the fork of docs/checkpoints.md) only when
+one of the run's ``jobs`` slots is free to drive it: until then a rollout waits as the
+checkpoint, which costs no sandbox-seconds, instead of as a started copy waiting for a CPU.
+The run's slots bound every sandbox a group holds alive (the prepared source, the rollouts'
+copies, their fresh grading copies), so ``--group N -j J`` never has more sandboxes running
+than ``J`` independent runs would.  Each rollout runs its own agent in its own copy and is
+graded there, or, where the task is graded fresh, in one more copy of the prepared state
+(taken before any agent ran, so it is what a fresh setup would give, without running the
+setup again), started in the same slot once the agent's copy is closed.
 
 The rules of a single run hold per rollout: a copy that fails to start, or any other
 infrastructure fault, is that rollout's error (no reward, never a 0) while the others go
@@ -22,9 +27,11 @@ says so (``group_mode: independent``).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +74,14 @@ class GroupRunner(Runner):
 
     _runs_groups = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.Semaphore(max(1, self.options.jobs))
+
+    def slots(self) -> threading.Semaphore:
+        """The run's ``jobs`` slots: one per sandbox a group may hold alive at a time."""
+        return self._slots
+
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
         return run_group(self, task)
 
@@ -82,6 +97,26 @@ def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
         outcomes = _in_parallel(size, lambda index: runner._with_retries(task))
         return [_mark(outcome, index, INDEPENDENT) for index, outcome in enumerate(outcomes)]
     return _ForkedGroup(runner, task, size).run()
+
+
+@contextmanager
+def _slot(runner: Runner) -> Iterator[None]:
+    """Hold one of the run's slots (a plain runner has none: no bound).
+
+    A cancelled run stops waiting: the work that follows sees the cancel and ends at once.
+    """
+    slots = runner.slots() if isinstance(runner, GroupRunner) else None
+    if slots is None:
+        yield
+        return
+    held = False
+    while not held and not runner.cancelled:
+        held = slots.acquire(timeout=0.2)
+    try:
+        yield
+    finally:
+        if held:
+            slots.release()
 
 
 def can_fork(runner: Runner) -> bool:
@@ -127,8 +162,7 @@ class _ForkedGroup:
             failed[0].accounting = self._source_usage  # the failed setup was paid for too
             return failed
         try:
-            copies = self._copies(self.size)
-            outcomes = _in_parallel(self.size, lambda index: self._rollout(index, copies[index]))
+            outcomes = _in_parallel(self.size, self._rollout)
         finally:
             self._delete(prepared.checkpoint)
         first = outcomes[0]
@@ -141,14 +175,18 @@ class _ForkedGroup:
         """Start the task's sandbox, set it up, save it; the source is closed afterwards."""
         began = time.monotonic()
         used: list[SandboxRuntime] = []
-        source = self.runner._open_sandbox(self.task, used, pooled=True)
-        try:
-            source.start()
-            prepare(self.task, source)
-            checkpoint = source.checkpoint(labels={"sandbox-runtime-group": self.runner.run_id})
-        finally:
-            self.runner._release(self.task, source)
-            self._source_usage = source.usage
+        with _slot(self.runner):
+            if self.runner.cancelled:
+                raise SandboxError("cancelled")
+            source = self.runner._open_sandbox(self.task, used, pooled=True)
+            try:
+                source.start()
+                prepare(self.task, source)
+                labels = {"sandbox-runtime-group": self.runner.run_id}
+                checkpoint = source.checkpoint(labels=labels)
+            finally:
+                self.runner._release(self.task, source)
+                self._source_usage = source.usage
         return _Prepared(checkpoint, source.usage, time.monotonic() - began)
 
     def _copies(self, n: int) -> list[ForkResult]:
@@ -173,29 +211,28 @@ class _ForkedGroup:
         outcomes[0].setups = 1
         return outcomes
 
-    def _rollout(self, index: int, first: ForkResult) -> TaskOutcome:
-        """Rollout ``index``: in its pre-started copy, then in new copies while retried."""
-        given: Iterator[ForkResult] = iter([first])
+    def _rollout(self, index: int) -> TaskOutcome:
+        """Rollout ``index``: each attempt in a new copy, started once a slot is free."""
 
         def attempt() -> TaskOutcome:
-            copy = next(given, None) or self._copies(1)[0]
-            return self._attempt(copy)
+            with _slot(self.runner):
+                return self._attempt()
 
         return _mark(self.runner._with_retries(self.task, attempt), index, FORK)
 
-    def _attempt(self, copy: ForkResult) -> TaskOutcome:
-        """One attempt in ``copy``: act, grade (fresh: in another copy), close."""
+    def _attempt(self) -> TaskOutcome:
+        """One attempt in a new copy: act, grade (fresh: in another copy), close."""
         runner, task = self.runner, self.task
         outcome = runner._new_outcome(task)
         if outcome.error:
-            if copy.sandbox is not None:
-                copy.sandbox.close()
             return outcome
         began = time.monotonic()
         used: list[SandboxRuntime] = []
         sandbox: SandboxRuntime | None = None
         try:
             runner._resolve_grading(task, outcome)
+            copy = self._copies(1)[0]
+            runner._waited(outcome, time.monotonic() - began)
             if copy.sandbox is None:
                 raise SandboxError(f"infrastructure error: the rollout's copy: {copy.error}")
             sandbox = copy.sandbox
