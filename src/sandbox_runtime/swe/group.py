@@ -42,6 +42,7 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.history import forget_history
+from sandbox_runtime.swe.isolation import GradeIn
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.runner import Runner, backend_capabilities
@@ -60,6 +61,10 @@ class _Prepared:
     """A task's prepared state, saved: what every rollout of its group starts from."""
 
     checkpoint: Checkpoint
+    """The prepared state with its repository's history forgotten: what agents start from."""
+    grading: Checkpoint | None
+    """The prepared state as a fresh setup leaves it: what fresh grading starts from (``None``
+    where the task is graded in the agent's sandbox)."""
     usage: SandboxUsage
     """The source sandbox's accounting: the group's one start and setup."""
     seconds: float
@@ -165,6 +170,8 @@ class _ForkedGroup:
             outcomes = _in_parallel(self.size, self._rollout)
         finally:
             self._delete(prepared.checkpoint)
+            if prepared.grading is not None:
+                self._delete(prepared.grading)
         first = outcomes[0]
         first.accounting = prepared.usage + first.accounting
         first.setups += 1
@@ -172,9 +179,17 @@ class _ForkedGroup:
         return outcomes
 
     def _prepare(self) -> _Prepared:
-        """Start the task's sandbox, set it up, save it; the source is closed afterwards."""
+        """Start the task's sandbox, set it up, save it; the source is closed afterwards.
+
+        Saved twice where the task is graded fresh: first as the setup left it (what a fresh
+        grading sandbox must hold: the prepared state, nothing more), then with the
+        repository's history forgotten (``swe.history``, a trusted step before any agent),
+        which every rollout's copy starts from, so that no copy pays for it again.
+        """
         began = time.monotonic()
         used: list[SandboxRuntime] = []
+        labels = {"sandbox-runtime-group": self.runner.run_id}
+        grading: Checkpoint | None = None
         with _slot(self.runner):
             if self.runner.cancelled:
                 raise SandboxError("cancelled")
@@ -182,17 +197,32 @@ class _ForkedGroup:
             try:
                 source.start()
                 prepare(self.task, source)
-                labels = {"sandbox-runtime-group": self.runner.run_id}
-                checkpoint = source.checkpoint(labels=labels)
+                if self._grades_fresh():
+                    grading = source.checkpoint(labels=labels)
+                try:
+                    source.base_commit(refresh=True)
+                    forget_history(source)
+                    checkpoint = source.checkpoint(labels=labels)
+                except BaseException:
+                    if grading is not None:
+                        self._delete(grading)
+                    raise
             finally:
                 self.runner._release(self.task, source)
                 self._source_usage = source.usage
-        return _Prepared(checkpoint, source.usage, time.monotonic() - began)
+        return _Prepared(checkpoint, grading, source.usage, time.monotonic() - began)
 
-    def _copies(self, n: int) -> list[ForkResult]:
-        """``n`` started copies of the prepared state (each result a sandbox or its error)."""
+    def _grades_fresh(self) -> bool:
+        """Whether this task's rollouts are graded in a fresh sandbox."""
+        probe = self.runner._new_outcome(self.task)
+        self.runner._resolve_grading(self.task, probe)
+        return probe.grade_in == GradeIn.FRESH.value
+
+    def _copies(self, n: int, checkpoint: Checkpoint | None = None) -> list[ForkResult]:
+        """``n`` started copies of ``checkpoint`` (default: the agents' prepared state)."""
         assert self.prepared is not None, "copies come after the setup"
-        results = SandboxRuntime.from_checkpoint(self.prepared.checkpoint, n=n, **self.fields)
+        start_from = checkpoint or self.prepared.checkpoint
+        results = SandboxRuntime.from_checkpoint(start_from, n=n, **self.fields)
         if self.runner.cancelled:  # cancel() ran while they started: it could not see them
             for result in results:
                 if result.sandbox is not None:
@@ -239,8 +269,8 @@ class _ForkedGroup:
             runner._track(sandbox, used)
             lifetimes.hold_lease(sandbox, lifetimes.grading_seconds(runner.options.test_timeout))
             outcome.sandbox_id = sandbox.id
+            # The copy's repository knows only its base already (forgotten in the source).
             sandbox.base_commit(refresh=True)
-            forget_history(sandbox)  # the copy's repository knows only its base
             # The tamper baseline is each copy's own, taken after the copy was made.
             baseline = tamper.baseline_or_none(sandbox, task)
             runner._act_and_grade(
@@ -262,7 +292,9 @@ class _ForkedGroup:
 
     def _grading_copy(self) -> SandboxRuntime:
         """A fresh grading sandbox: one more copy of the prepared state, started."""
-        return self._copies(1)[0].unwrap()
+        assert self.prepared is not None, "copies come after the setup"
+        checkpoint = self.prepared.grading or self.prepared.checkpoint
+        return self._copies(1, checkpoint)[0].unwrap()
 
     def _delete(self, checkpoint: Checkpoint) -> None:
         """Delete the group's saved state; one a backend keeps for now is left to expire."""
