@@ -51,9 +51,9 @@ def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setup
         require(docker_problem())
         for name in sample_names():
             build_sample_image(name, base=DOCKER_IMAGE)
-    # The same concurrency both ways: one group (its 4 rollouts at once), or 4 tasks at once.
+    # The same concurrency both ways: 4 slots driving rollouts, or 4 tasks at once.
     began = time.monotonic()
-    grouped = _run(bundled_tasks, _options(backend, tmp_path, group=GROUP, jobs=1))
+    grouped = _run(bundled_tasks, _options(backend, tmp_path, group=GROUP, jobs=GROUP))
     grouped_wall = time.monotonic() - began
     # Four independent runs of every task: the tasks four times over, in one run.
     began = time.monotonic()

@@ -186,6 +186,14 @@ class Backend(abc.ABC, Generic[OptionsT]):
     #: the service really sets, and a lease plans its renewals so that none lands past its
     #: cap (``sandbox_runtime._core.keepalive``).
     min_lifetime: ClassVar[float] = 0.0
+    #: Price of one sandbox-second of a default-sized sandbox in US dollars, from the
+    #: service's published rates (docs/performance.md names the source); ``None`` where
+    #: there is no bill per sandbox (docker, local) or no published rate.  ``--price``
+    #: overrides it.
+    published_price: ClassVar[float | None] = None
+    #: Image pulls this sandbox's start waited for: a backend that pulls adds to it on the
+    #: instance; the runtime's usage reports it as ``pulls``.
+    start_pulls: int = 0
 
     def __init__(self, config: SandboxConfig, options: OptionsT) -> None:
         self.config = config

@@ -217,7 +217,7 @@ class SandboxRuntime:
                 self._clock = _new_clock(self._config, self._backend)
                 with self._meter.call():
                     start()
-                self._meter.started(began)
+                self._meter.started(began, pulls=self._backend.start_pulls)
             self._state = _State.STARTED
         logger.debug(
             "started %s sandbox %s in %.3fs (%.3fs waiting for a start slot)",
@@ -989,6 +989,7 @@ def _start_copies(
         if Capability.FORK not in backend.capabilities_for(backend.options):
             error = CapabilityUnsupportedError(Capability.FORK.value, checkpoint.backend)
             return ForkResult(index, error=error)
+        runtime._meter.forked()
         try:
             runtime._start_with(lambda: backend.start_from_checkpoint(checkpoint))
         except Exception as exc:  # each copy reports its own failure, whatever it was

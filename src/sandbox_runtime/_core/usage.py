@@ -60,7 +60,12 @@ class SandboxUsage:
     """What one sandbox (or, summed with ``+``, several) used."""
 
     sandboxes: int = 0
-    """How many sandboxes these figures cover."""
+    """How many sandboxes these figures cover (each one start: fresh or a fork)."""
+    forks: int = 0
+    """Of those, how many started from a checkpoint (a fork, ``from_checkpoint``) rather than
+    from their image: the starts a group or a prepared state saved a setup for."""
+    pulls: int = 0
+    """Image pulls their starts waited for (counted by backends that pull: docker)."""
     start_latency: float = 0.0
     """Seconds ``start()`` took (summed over sandboxes)."""
     sandbox_seconds: float = 0.0
@@ -148,6 +153,8 @@ class UsageMeter:
         self._lock = threading.Lock()
         self._began: float | None = None
         self._ended: float | None = None
+        self._forked = False
+        self._pulls = 0
         self._start_latency = 0.0
         self._commands = 0
         self._command_seconds = 0.0
@@ -165,10 +172,16 @@ class UsageMeter:
                 self._began = began
         return began
 
-    def started(self, began: float) -> None:
-        """Record the start latency of a start requested at ``began``."""
+    def started(self, began: float, *, pulls: int = 0) -> None:
+        """Record the start latency of a start requested at ``began`` (and its image pulls)."""
         with self._lock:
             self._start_latency = time.monotonic() - began
+            self._pulls += pulls
+
+    def forked(self) -> None:
+        """Mark this sandbox as started from a checkpoint (counted in ``forks``)."""
+        with self._lock:
+            self._forked = True
 
     def closed(self) -> None:
         """Mark the end of the sandbox's lifetime."""
@@ -218,6 +231,8 @@ class UsageMeter:
                 lifetime = (self._ended if self._ended is not None else time.monotonic()) - began
             return SandboxUsage(
                 sandboxes=1 if began is not None else 0,
+                forks=1 if began is not None and self._forked else 0,
+                pulls=self._pulls,
                 start_latency=self._start_latency,
                 sandbox_seconds=lifetime,
                 commands=self._commands,

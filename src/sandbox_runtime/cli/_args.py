@@ -14,7 +14,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from sandbox_runtime.errors import ConfigError
+from sandbox_runtime._core.registry import load_backend
+from sandbox_runtime.errors import ConfigError, SandboxError
 
 __all__ = [
     "backend_options",
@@ -119,9 +120,18 @@ def price(text: str) -> tuple[str, float]:
 
 
 def price_for(backend: str, prices: Iterable[tuple[str, float]] | None) -> float | None:
-    """The price that applies to ``backend``: its own, else one given for any backend."""
+    """The price that applies to ``backend``.
+
+    Its own, else one given for any backend, else the backend's published rate
+    (``Backend.published_price``: e2b), else none.
+    """
     chosen = dict(prices or [])
-    return chosen.get(backend, chosen.get(""))
+    if backend in chosen or "" in chosen:
+        return chosen.get(backend, chosen.get(""))
+    try:
+        return load_backend(backend).published_price
+    except SandboxError:  # an unknown backend is reported where it is opened
+        return None
 
 
 def run_interruptibly(runner: Any, progress: Any) -> list[Any] | None:

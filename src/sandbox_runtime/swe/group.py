@@ -3,11 +3,16 @@
 GRPO samples a group of rollouts per task and compares their rewards; every rollout must
 start from the same prepared state.  Replaying the setup N times costs N starts and N
 setups; here the task's sandbox is started and prepared once (the repository at its commit,
-the benchmark's setup), checkpointed, and the N rollouts are started
-from that checkpoint at once (``SandboxRuntime.from_checkpoint``, the fork of
-docs/checkpoints.md).  Each rollout runs its own agent in its own copy and is graded there,
-or, where the task is graded fresh, in one more copy of the prepared state (taken before any
-agent ran, so it is what a fresh setup would give, without running the setup again).
+the benchmark's setup), checkpointed, and each of the N rollouts is started from that
+checkpoint (``SandboxRuntime.from_checkpoint``, the fork of docs/checkpoints.md) only when
+one of the run's ``jobs`` slots is free to drive it: until then a rollout waits as the
+checkpoint, which costs no sandbox-seconds, instead of as a started copy waiting for a CPU.
+The run's slots bound every sandbox a group holds alive (the prepared source, the rollouts'
+copies, their fresh grading copies), so ``--group N -j J`` never has more sandboxes running
+than ``J`` independent runs would.  Each rollout runs its own agent in its own copy and is
+graded there, or, where the task is graded fresh, in one more copy of the prepared state
+(taken before any agent ran, so it is what a fresh setup would give, without running the
+setup again), started in the same slot once the agent's copy is closed.
 
 The rules of a single run hold per rollout: a copy that fails to start, or any other
 infrastructure fault, is that rollout's error (no reward, never a 0) while the others go
@@ -22,9 +27,11 @@ says so (``group_mode: independent``).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +42,7 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.history import forget_history
+from sandbox_runtime.swe.isolation import GradeIn
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
 from sandbox_runtime.swe.runner import Runner, backend_capabilities
@@ -53,6 +61,10 @@ class _Prepared:
     """A task's prepared state, saved: what every rollout of its group starts from."""
 
     checkpoint: Checkpoint
+    """The prepared state with its repository's history forgotten: what agents start from."""
+    grading: Checkpoint | None
+    """The prepared state as a fresh setup leaves it: what fresh grading starts from (``None``
+    where the task is graded in the agent's sandbox)."""
     usage: SandboxUsage
     """The source sandbox's accounting: the group's one start and setup."""
     seconds: float
@@ -66,6 +78,14 @@ class GroupRunner(Runner):
     """
 
     _runs_groups = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.Semaphore(max(1, self.options.jobs))
+
+    def slots(self) -> threading.Semaphore:
+        """The run's ``jobs`` slots: one per sandbox a group may hold alive at a time."""
+        return self._slots
 
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
         return run_group(self, task)
@@ -82,6 +102,26 @@ def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:
         outcomes = _in_parallel(size, lambda index: runner._with_retries(task))
         return [_mark(outcome, index, INDEPENDENT) for index, outcome in enumerate(outcomes)]
     return _ForkedGroup(runner, task, size).run()
+
+
+@contextmanager
+def _slot(runner: Runner) -> Iterator[None]:
+    """Hold one of the run's slots (a plain runner has none: no bound).
+
+    A cancelled run stops waiting: the work that follows sees the cancel and ends at once.
+    """
+    slots = runner.slots() if isinstance(runner, GroupRunner) else None
+    if slots is None:
+        yield
+        return
+    held = False
+    while not held and not runner.cancelled:
+        held = slots.acquire(timeout=0.2)
+    try:
+        yield
+    finally:
+        if held:
+            slots.release()
 
 
 def can_fork(runner: Runner) -> bool:
@@ -127,10 +167,11 @@ class _ForkedGroup:
             failed[0].accounting = self._source_usage  # the failed setup was paid for too
             return failed
         try:
-            copies = self._copies(self.size)
-            outcomes = _in_parallel(self.size, lambda index: self._rollout(index, copies[index]))
+            outcomes = _in_parallel(self.size, self._rollout)
         finally:
             self._delete(prepared.checkpoint)
+            if prepared.grading is not None:
+                self._delete(prepared.grading)
         first = outcomes[0]
         first.accounting = prepared.usage + first.accounting
         first.setups += 1
@@ -138,23 +179,50 @@ class _ForkedGroup:
         return outcomes
 
     def _prepare(self) -> _Prepared:
-        """Start the task's sandbox, set it up, save it; the source is closed afterwards."""
+        """Start the task's sandbox, set it up, save it; the source is closed afterwards.
+
+        Saved twice where the task is graded fresh: first as the setup left it (what a fresh
+        grading sandbox must hold: the prepared state, nothing more), then with the
+        repository's history forgotten (``swe.history``, a trusted step before any agent),
+        which every rollout's copy starts from, so that no copy pays for it again.
+        """
         began = time.monotonic()
         used: list[SandboxRuntime] = []
-        source = self.runner._open_sandbox(self.task, used, pooled=True)
-        try:
-            source.start()
-            prepare(self.task, source)
-            checkpoint = source.checkpoint(labels={"sandbox-runtime-group": self.runner.run_id})
-        finally:
-            self.runner._release(self.task, source)
-            self._source_usage = source.usage
-        return _Prepared(checkpoint, source.usage, time.monotonic() - began)
+        labels = {"sandbox-runtime-group": self.runner.run_id}
+        grading: Checkpoint | None = None
+        with _slot(self.runner):
+            if self.runner.cancelled:
+                raise SandboxError("cancelled")
+            source = self.runner._open_sandbox(self.task, used, pooled=True)
+            try:
+                source.start()
+                prepare(self.task, source)
+                if self._grades_fresh():
+                    grading = source.checkpoint(labels=labels)
+                try:
+                    source.base_commit(refresh=True)
+                    forget_history(source)
+                    checkpoint = source.checkpoint(labels=labels)
+                except BaseException:
+                    if grading is not None:
+                        self._delete(grading)
+                    raise
+            finally:
+                self.runner._release(self.task, source)
+                self._source_usage = source.usage
+        return _Prepared(checkpoint, grading, source.usage, time.monotonic() - began)
 
-    def _copies(self, n: int) -> list[ForkResult]:
-        """``n`` started copies of the prepared state (each result a sandbox or its error)."""
+    def _grades_fresh(self) -> bool:
+        """Whether this task's rollouts are graded in a fresh sandbox."""
+        probe = self.runner._new_outcome(self.task)
+        self.runner._resolve_grading(self.task, probe)
+        return probe.grade_in == GradeIn.FRESH.value
+
+    def _copies(self, n: int, checkpoint: Checkpoint | None = None) -> list[ForkResult]:
+        """``n`` started copies of ``checkpoint`` (default: the agents' prepared state)."""
         assert self.prepared is not None, "copies come after the setup"
-        results = SandboxRuntime.from_checkpoint(self.prepared.checkpoint, n=n, **self.fields)
+        start_from = checkpoint or self.prepared.checkpoint
+        results = SandboxRuntime.from_checkpoint(start_from, n=n, **self.fields)
         if self.runner.cancelled:  # cancel() ran while they started: it could not see them
             for result in results:
                 if result.sandbox is not None:
@@ -173,37 +241,36 @@ class _ForkedGroup:
         outcomes[0].setups = 1
         return outcomes
 
-    def _rollout(self, index: int, first: ForkResult) -> TaskOutcome:
-        """Rollout ``index``: in its pre-started copy, then in new copies while retried."""
-        given: Iterator[ForkResult] = iter([first])
+    def _rollout(self, index: int) -> TaskOutcome:
+        """Rollout ``index``: each attempt in a new copy, started once a slot is free."""
 
         def attempt() -> TaskOutcome:
-            copy = next(given, None) or self._copies(1)[0]
-            return self._attempt(copy)
+            with _slot(self.runner):
+                return self._attempt()
 
         return _mark(self.runner._with_retries(self.task, attempt), index, FORK)
 
-    def _attempt(self, copy: ForkResult) -> TaskOutcome:
-        """One attempt in ``copy``: act, grade (fresh: in another copy), close."""
+    def _attempt(self) -> TaskOutcome:
+        """One attempt in a new copy: act, grade (fresh: in another copy), close."""
         runner, task = self.runner, self.task
         outcome = runner._new_outcome(task)
         if outcome.error:
-            if copy.sandbox is not None:
-                copy.sandbox.close()
             return outcome
         began = time.monotonic()
         used: list[SandboxRuntime] = []
         sandbox: SandboxRuntime | None = None
         try:
             runner._resolve_grading(task, outcome)
+            copy = self._copies(1)[0]
+            runner._waited(outcome, time.monotonic() - began)
             if copy.sandbox is None:
                 raise SandboxError(f"infrastructure error: the rollout's copy: {copy.error}")
             sandbox = copy.sandbox
             runner._track(sandbox, used)
             lifetimes.hold_lease(sandbox, lifetimes.grading_seconds(runner.options.test_timeout))
             outcome.sandbox_id = sandbox.id
+            # The copy's repository knows only its base already (forgotten in the source).
             sandbox.base_commit(refresh=True)
-            forget_history(sandbox)  # the copy's repository knows only its base
             # The tamper baseline is each copy's own, taken after the copy was made.
             baseline = tamper.baseline_or_none(sandbox, task)
             runner._act_and_grade(
@@ -225,7 +292,9 @@ class _ForkedGroup:
 
     def _grading_copy(self) -> SandboxRuntime:
         """A fresh grading sandbox: one more copy of the prepared state, started."""
-        return self._copies(1)[0].unwrap()
+        assert self.prepared is not None, "copies come after the setup"
+        checkpoint = self.prepared.grading or self.prepared.checkpoint
+        return self._copies(1, checkpoint)[0].unwrap()
 
     def _delete(self, checkpoint: Checkpoint) -> None:
         """Delete the group's saved state; one a backend keeps for now is left to expire."""

@@ -88,6 +88,8 @@ class TaskOutcome:
         cost = self.accounting.cost(self.price)
         return {
             **self.accounting.to_dict(),
+            "starts": self.accounting.sandboxes - self.accounting.forks,
+            "sandbox_wait_seconds": round(self.timings.get("sandbox_wait", 0.0), 3),
             "grading_seconds": round(self.timings.get("grade", 0.0), 3),
             "agent": {
                 "commands": agent.commands,
@@ -234,7 +236,9 @@ def summary_table(outcomes: list[TaskOutcome], *, width: int = 60) -> str:
     cost = "" if used["cost"] is None else f"; estimated cost {used['cost']:.4f}"
     lines.append(
         f"used: {used['sandbox_seconds']:.1f} sandbox-seconds over {used['sandboxes']} "
-        f"sandbox(es), {used['commands']} command(s) taking {used['command_seconds']:.1f}s, "
+        f"sandbox(es) ({used['starts']} started, {used['forks']} forked, {used['pulls']} "
+        f"image pull(s), {used['sandbox_wait_seconds']:.1f}s waiting for them), "
+        f"{used['commands']} command(s) taking {used['command_seconds']:.1f}s, "
         f"{used['bytes_up']} bytes up, {used['bytes_down']} down, "
         f"{sum(used['retries'].values())} retries, {sum(used['faults'].values())} faults{cost}"
     )
@@ -273,12 +277,19 @@ def summary(outcomes: list[TaskOutcome]) -> dict[str, Any]:
 
 
 def run_accounting(outcomes: list[TaskOutcome]) -> dict[str, Any]:
-    """The run's totals of every task's accounting, and its estimated cost."""
+    """The run's totals of every task's accounting, and its estimated cost.
+
+    ``sandboxes`` counts every sandbox started: ``starts`` from an image, ``forks`` from a
+    checkpoint; ``pulls`` the image pulls those starts waited for; ``sandbox_wait_seconds``
+    the time tasks stood still for their sandboxes to come up (their critical path).
+    """
     total = SandboxUsage.total(o.accounting for o in outcomes)
     costs = [o.accounting.cost(o.price) for o in outcomes]
     known = [cost for cost in costs if cost is not None]
     return {
         **total.to_dict(),
+        "starts": total.sandboxes - total.forks,
+        "sandbox_wait_seconds": round(sum(o.timings.get("sandbox_wait", 0.0) for o in outcomes), 3),
         "grading_seconds": round(sum(o.timings.get("grade", 0.0) for o in outcomes), 3),
         "cost": round(sum(known), 6) if known else None,
     }

@@ -372,6 +372,15 @@ class Runner:
             outcome.reason = outcome.error = "cancelled"
         return outcome
 
+    def _waited(self, outcome: TaskOutcome, seconds: float) -> None:
+        """Add ``seconds`` the task's worker waited for a sandbox to be up (``sandbox_wait``).
+
+        The start of its agent's sandbox (or taking a warm or prefetched one, or forking a
+        copy) and of a fresh grading sandbox: the time the task stood still for sandboxes,
+        on its critical path (setup, agent and tests excluded).
+        """
+        outcome.timings["sandbox_wait"] = outcome.timings.get("sandbox_wait", 0.0) + seconds
+
     def _resolve_grading(self, task: Task, outcome: TaskOutcome) -> None:
         """Set how and where ``outcome`` is graded (strict grading always grades fresh)."""
         outcome.grading = resolve_grading(self.options.grading, self.options.grade_in).value
@@ -400,6 +409,7 @@ class Runner:
             self._resolve_grading(task, outcome)
             sandbox = self._open_sandbox(task, used, pooled=True)
             sandbox.start()
+            self._waited(outcome, time.monotonic() - began)
             grading = lifetimes.grading_seconds(self.options.test_timeout)
             lifetimes.hold_lease(sandbox, grading)
             outcome.sandbox_id = sandbox.id
@@ -531,6 +541,7 @@ class Runner:
     ) -> GradeResult:
         """Grade the agent's diff in a fresh sandbox: a prepared copy, or one set up now."""
         fresh: SandboxRuntime
+        began = time.monotonic()
         try:
             if grading_copy is None:
                 fresh = self._open_sandbox(task, used)
@@ -540,6 +551,17 @@ class Runner:
                 self._track(fresh, used)
         except SandboxError as exc:
             return GradeResult(None, f"infrastructure error: grading copy: {exc}")
+        if grading_copy is None:
+            try:  # started here so that its start counts as waiting (sandbox_wait)
+                fresh.start()
+            except SandboxError as exc:
+                self._release(task, fresh)
+                error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
+                return GradeResult(None, error)
+            finally:
+                self._waited(outcome, time.monotonic() - began)
+        else:
+            self._waited(outcome, time.monotonic() - began)
         strict = outcome.grading == GradingMode.STRICT.value
         try:
             if changes is not None and result.patch_error is None:

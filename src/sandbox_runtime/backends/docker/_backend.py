@@ -225,12 +225,14 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
             cache.starting(image)  # pinned through the create, against other processes
         if self.options.pull == "always":
             pull(api, image)
+            self.start_pulls += 1
         try:
             return self._create(api, agent)
         except docker.errors.ImageNotFound:
             if self.options.pull == "never":
                 raise
         cache.ensure(image)  # waits for a pre-pull of it in flight, else pulls now
+        self.start_pulls += 1
         return self._create(api, agent)
 
     def _create(self, api: Any, agent: bool) -> str:

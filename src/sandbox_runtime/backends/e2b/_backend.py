@@ -95,6 +95,10 @@ class E2bBackend(EnvdDataPlane, Backend[E2bOptions]):
     options_model = E2bOptions
     extra = "e2b"
     capabilities = _BASE_CAPABILITIES
+    #: e2b's published usage rates (https://e2b.dev/docs/faq/calculate-sandbox-price):
+    #: $0.000014 per vCPU-second and $0.0000045 per GiB-second, for its default sandbox of
+    #: 2 vCPU and 512 MiB.
+    published_price = 2 * 0.000014 + 0.5 * 0.0000045
 
     def __init__(self, config: SandboxConfig, options: E2bOptions) -> None:
         super().__init__(config, options)
