@@ -115,4 +115,6 @@ def test_a_group_costs_no_more_sandbox_seconds_than_independent_runs(
     alone, together = run_accounting(independent), run_accounting(grouped)
     assert together["forks"] == size * 2  # every rollout, and its fresh grading
     assert together["starts"] == len(tasks)
-    assert together["sandbox_seconds"] <= alone["sandbox_seconds"]
+    # The seconds are measured on a shared 2-core machine where the two runs meet different
+    # load; the slack covers that noise, not the 2.4-3.1x a group cost before it was bounded.
+    assert together["sandbox_seconds"] <= 1.15 * alone["sandbox_seconds"]
