@@ -420,3 +420,46 @@ def test_llm_agent_needs_an_endpoint_and_a_model(tmp_path: Path) -> None:
     done = _cli(tmp_path, "bundled", "--agent", "llm", "--model", "m")
     assert done.returncode != 0
     assert "the llm agent needs --base-url and --model" in done.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_sigtermed_tasks_check_leaves_no_container(
+    tmp_path: Path, sample_images: list[str]
+) -> None:
+    """Every subcommand, not only ``run``: SIGTERM mid-check closes its grading sandboxes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox_runtime.cli", "tasks", "check", "bundled:r2e", "-j", "2"],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _owned_containers(proc.pid) < 2:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert _owned_containers(proc.pid) >= 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert _owned_containers(proc.pid) == 0
+
+
+def _owned_containers(owner_pid: int) -> int:
+    """Docker containers whose owner labels name the process ``owner_pid`` of this host."""
+    import docker
+
+    from sandbox_runtime._core.ownership import OWNER_HOST, OWNER_PID, current_owner
+
+    api = docker.APIClient(version="auto")
+    try:
+        found = api.containers(all=True, filters={"label": f"{OWNER_PID}={owner_pid}"})
+    finally:
+        api.close()
+    return sum(1 for c in found if (c.get("Labels") or {}).get(OWNER_HOST) == current_owner().host)
