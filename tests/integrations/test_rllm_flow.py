@@ -457,3 +457,22 @@ def test_rllm_train_schedule_feeds_the_prefetcher(
     assert (stats.scheduled, stats.handed_out, stats.started) == (8, 8, 8)
     assert prefetcher.stats().discarded == 0
     assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+def test_the_benchmark_writer_refuses_a_missing_file_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.integrations.rllm_flow.benchmark",
+            str(tmp_path / "bench"),
+            "--rows",
+            str(tmp_path / "missing.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "missing.jsonl" in done.stderr
