@@ -135,7 +135,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
-    previous = _sigterm_as_ctrl_c()
+    previous = _stop_signals_as_ctrl_c()
     try:
         config = getattr(args, "config", None)
         if config is not None:
@@ -158,20 +158,31 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         print(f"{parser.prog}: {_one_line(message)}", file=sys.stderr)
         return code
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+def _close_then_interrupt(signum: int, frame: object) -> None:
+    """Close this process's sandboxes first, then unwind as Ctrl-C does.
+
+    Closing first makes workers busy in a sandbox fail at once instead of finishing their
+    command, which a thread pool's exit would otherwise wait for; and no sandbox starts
+    after it (``_core/shutdown.py``).  The wait is short: a sandbox this (main) thread was
+    starting stays locked until the unwinding, after which ``run`` closes the rest.
+    """
+    close_everything(timeout=20.0)
     raise KeyboardInterrupt
 
 
-def _sigterm_as_ctrl_c() -> Any:
-    """Make SIGTERM (how schedulers and ``timeout`` stop a job) unwind like Ctrl-C.
+def _stop_signals_as_ctrl_c() -> dict[int, Any]:
+    """SIGTERM (how schedulers and ``timeout`` stop a job) and SIGINT: close, then unwind.
 
-    Returns the previous handler, to restore; ``None`` off the main thread (a test calling
+    Returns the previous handlers, to restore; none off the main thread (a test calling
     ``main`` from a worker), where Python allows no handler.
     """
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        return {}
+    return {
+        signum: signal.signal(signum, _close_then_interrupt)
+        for signum in (signal.SIGTERM, signal.SIGINT)
+    }
