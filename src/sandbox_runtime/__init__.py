@@ -42,6 +42,7 @@ from sandbox_runtime._core.runtime import (
     list_checkpoints,
     list_sandboxes,
 )
+from sandbox_runtime._core.shutdown import close_everything, close_on_signal
 from sandbox_runtime._core.streaming import CommandHandle
 from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import (
@@ -120,6 +121,8 @@ __all__ = [
     "SandboxUsage",
     "ToolUnavailableError",
     "__version__",
+    "close_everything",
+    "close_on_signal",
     "delete_checkpoint",
     "list_backends",
     "list_checkpoints",

@@ -25,10 +25,12 @@ BASH = re.compile(r"^```bash\n(.*?)^```", re.DOTALL | re.MULTILINE)
 MARKED = re.compile(r"#\s*(GPU-only|off-CI:)")
 #: Shell steps that change the shell, not the machine.
 SHELL = ("cd ", ". ", "source ", "export ")
-#: Run by this file, in a scratch directory that holds graphplanner.jsonl (seed 003's format).
+#: The Graph Planner JSONL file the clone ships (seed 003's format), and the row it names.
+GRAPH_PLANNER = "examples/train/graphplanner/graphplanner.jsonl"
+#: Run by this file as written, in a scratch directory that sees the clone's ``examples``.
 DATA_STEPS = (
     "sandbox-runtime tasks rllm bundled:r2e --out data --split train --sort-by-image",
-    "sandbox-runtime tasks rllm graphplanner.jsonl --out data-gp --split train --prompt patch",
+    f"sandbox-runtime tasks rllm {GRAPH_PLANNER} --out data-gp --split train --prompt patch",
     "sandbox-runtime tasks list data/train_verl.parquet",
 )
 #: The CPU part of the GPU smoke, run by tests/verl/test_train_smoke.py (with --steps 3).
@@ -75,23 +77,18 @@ def test_check_stacks_is_run_by_the_test_command() -> None:
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text("utf-8")
 
 
-def _graph_planner_file(directory: Path) -> None:
-    """Seed 003's JSONL: a task whose ``sandbox.r2e_ds_json`` names an R2E-Gym row on disk."""
+def test_the_shipped_graph_planner_file_names_the_bundled_row() -> None:
+    """The shipped file's row is the bundled pager row, so the step reads a current task."""
     [pager] = [row for row in load_rows("bundled:r2e") if row["repo_name"] == "pager"]
-    (directory / "ds").mkdir()
-    (directory / "ds" / "pager.json").write_text(json.dumps(pager))
-    entry = {
-        "task_id": "planner-pager",
-        "max_steps": 6,
-        "issue": "pages() is off by one",
-        "sandbox": {"backend": "repoenv", "mounts": {}, "env": {}, "r2e_ds_json": "ds/pager.json"},
-    }
-    (directory / "graphplanner.jsonl").write_text(json.dumps(entry) + "\n")
+    entry = json.loads((ROOT / GRAPH_PLANNER).read_text("utf-8"))
+    shipped = (ROOT / GRAPH_PLANNER).parent / entry["sandbox"]["r2e_ds_json"]
+    assert json.loads(shipped.read_text("utf-8")) == pager
 
 
 def test_the_data_steps_run_as_written(tmp_path: Path) -> None:
     assert all(step in DOC.read_text("utf-8") for step in DATA_STEPS)
-    _graph_planner_file(tmp_path)
+    # A fresh clone's files, nothing written beside them: the steps' outputs go to tmp_path.
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     outputs = []
     for step in DATA_STEPS:
         argv = [sys.executable, "-m", "sandbox_runtime.cli", *step.split()[1:]]

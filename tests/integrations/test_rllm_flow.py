@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -127,9 +128,17 @@ def test_bad_settings_are_one_line_errors_naming_the_field(tmp_path: Path) -> No
 def test_rllm_sandbox_flags_are_refused_not_ignored() -> None:
     """rLLM's --sandbox-backend names rLLM's sandboxes (and may start a tunnel): not ours."""
     flow = SWEFlow()
-    with pytest.raises(ConfigError, match=BACKEND_ENV):
+    with pytest.raises(SystemExit, match=BACKEND_ENV) as refused:
         flow.configure({"sandbox_backend": "docker"})
-    assert flow.configure({"sandbox_concurrency": 4}) == {}
+    message = str(refused.value.code)
+    assert "\n" not in message
+    assert "--sandbox-backend" in message
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert flow.configure({"sandbox_concurrency": 4}) == {}
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def test_benchmark_rows_read_back_as_the_same_tasks(
@@ -448,3 +457,22 @@ def test_rllm_train_schedule_feeds_the_prefetcher(
     assert (stats.scheduled, stats.handed_out, stats.started) == (8, 8, 8)
     assert prefetcher.stats().discarded == 0
     assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+def test_the_benchmark_writer_refuses_a_missing_file_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_runtime.integrations.rllm_flow.benchmark",
+            str(tmp_path / "bench"),
+            "--rows",
+            str(tmp_path / "missing.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "missing.jsonl" in done.stderr

@@ -242,11 +242,20 @@ def test_scripted_agent_from_a_script_file(tmp_path: Path) -> None:
     assert rewards == {"pager__dfbfc9f5d176": (1.0, 3), "csvline__c2144404831e": (0.0, 1)}
 
 
-def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = None) -> None:
+def _interrupt(
+    tmp_path: Path,
+    backend: str,
+    signum: int = signal.SIGINT,
+    extra_env: dict[str, str] | None = None,
+    group: int = 1,
+) -> None:
+    """Stop a run of sleeping agents with ``signum``; nothing of it may be left, unreaped."""
     script = tmp_path / "slow.json"
     script.write_text(json.dumps([{"tool": "bash", "args": {"command": "sleep 120"}}]))
     env = {**_env(tmp_path), **(extra_env or {})}
-    run_id = f"ctrlc-{os.getpid()}-{backend}"
+    run_id = f"ctrlc-{os.getpid()}-{backend}-{signum}"
+    # With --group the task is prepared once and its rollouts start from a checkpoint image.
+    select = ["--group", str(group), "--select", "pager__dfbfc9f5d176"] if group > 1 else []
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -262,6 +271,7 @@ def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = 
             str(script),
             "-j",
             "2",
+            *select,
             "--run-id",
             run_id,
             "--step-timeout",
@@ -279,8 +289,10 @@ def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = 
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         assert _open(tmp_path, backend, run_id) == 2
+        if group > 1:
+            assert _checkpoints(proc.pid) >= 1
         time.sleep(1.0)  # both agents are inside their `sleep 120`
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
@@ -288,6 +300,8 @@ def _interrupt(tmp_path: Path, backend: str, extra_env: dict[str, str] | None = 
     assert proc.returncode == 130, err
     assert "interrupted: closed every sandbox" in err
     assert _open(tmp_path, backend, run_id) == 0
+    if backend == "docker":
+        assert _checkpoints(proc.pid) == 0
 
 
 def _open(tmp_path: Path, backend: str, run_id: str) -> int:
@@ -304,6 +318,26 @@ def _open(tmp_path: Path, backend: str, run_id: str) -> int:
         api.close()
 
 
+def _checkpoints(owner_pid: int) -> int:
+    """Docker checkpoint images whose owner is the process ``owner_pid`` (of this host)."""
+    import docker
+
+    from sandbox_runtime._core.ownership import OWNER_HOST, OWNER_PID, current_owner
+
+    api = docker.APIClient(version="auto")
+    try:
+        images = api.images(filters={"label": "sandbox-runtime.checkpoint=true"})
+    finally:
+        api.close()
+    host = current_owner().host
+    return sum(
+        1
+        for image in images
+        if (image.get("Labels") or {}).get(OWNER_PID) == str(owner_pid)
+        and (image.get("Labels") or {}).get(OWNER_HOST) == host
+    )
+
+
 @pytest.mark.slow
 def test_ctrl_c_closes_every_local_sandbox(tmp_path: Path) -> None:
     _interrupt(tmp_path, "local")
@@ -313,8 +347,12 @@ def test_ctrl_c_closes_every_local_sandbox(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_ctrl_c_removes_every_container(tmp_path: Path, sample_images: list[str]) -> None:
-    _interrupt(tmp_path, "docker")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_run_leaves_no_container_and_no_checkpoint(
+    tmp_path: Path, sample_images: list[str], signum: int
+) -> None:
+    """Ctrl-C, or a scheduler's SIGTERM, mid-run: no container, no checkpoint image, no reap."""
+    _interrupt(tmp_path, "docker", signum, group=2)
 
 
 def test_llm_agent_through_the_command_line(tmp_path: Path) -> None:
@@ -382,3 +420,46 @@ def test_llm_agent_needs_an_endpoint_and_a_model(tmp_path: Path) -> None:
     done = _cli(tmp_path, "bundled", "--agent", "llm", "--model", "m")
     assert done.returncode != 0
     assert "the llm agent needs --base-url and --model" in done.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_sigtermed_tasks_check_leaves_no_container(
+    tmp_path: Path, sample_images: list[str]
+) -> None:
+    """Every subcommand, not only ``run``: SIGTERM mid-check closes its grading sandboxes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox_runtime.cli", "tasks", "check", "bundled:r2e", "-j", "2"],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _owned_containers(proc.pid) < 2:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert _owned_containers(proc.pid) >= 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert _owned_containers(proc.pid) == 0
+
+
+def _owned_containers(owner_pid: int) -> int:
+    """Docker containers whose owner labels name the process ``owner_pid`` of this host."""
+    import docker
+
+    from sandbox_runtime._core.ownership import OWNER_HOST, OWNER_PID, current_owner
+
+    api = docker.APIClient(version="auto")
+    try:
+        found = api.containers(all=True, filters={"label": f"{OWNER_PID}={owner_pid}"})
+    finally:
+        api.close()
+    return sum(1 for c in found if (c.get("Labels") or {}).get(OWNER_HOST) == current_owner().host)

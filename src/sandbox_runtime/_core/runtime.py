@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails
 
+from sandbox_runtime._core import shutdown
 from sandbox_runtime._core.backend import Backend, Capability, ExecRequest, SandboxInfo
 from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import BackendOptions, SandboxConfig
@@ -206,6 +207,12 @@ class SandboxRuntime:
 
     def _start_with(self, start: Callable[[], None]) -> SandboxRuntime:
         """Run the backend's ``start`` (or its start from a checkpoint) once, metered."""
+        # Tracked before the lock, so that a shutdown waits for a start under way and closes
+        # what it made (``_core/shutdown.py``).
+        shutdown.track(self)
+        if shutdown.stopping():
+            shutdown.untrack(self)
+            raise SandboxClosedError("this process is shutting down; no new sandboxes")
         with self._lifecycle:
             if self._state is _State.STARTED:
                 return self
@@ -244,6 +251,7 @@ class SandboxRuntime:
             finally:
                 self._meter.closed()
             self._delete_fork_checkpoints()
+        shutdown.untrack(self)
         logger.debug("closed %s sandbox", self._config.backend)
 
     def __enter__(self) -> SandboxRuntime:

@@ -13,15 +13,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from sandbox_runtime import __version__
+from sandbox_runtime import __version__, close_everything
 from sandbox_runtime.errors import BackendNotFoundError, ConfigError, SandboxError
 
 __all__ = [
@@ -133,6 +135,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
+    previous = _stop_signals_as_ctrl_c()
     try:
         config = getattr(args, "config", None)
         if config is not None:
@@ -142,7 +145,11 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
             args = parser.parse_args(arguments)
         return int(handler(args))
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        # The unwinding closed what the main thread held; this closes what worker threads
+        # still hold (a sandbox mid-command, a checkpoint), so nothing is left for `reap`.
+        closed = close_everything()
+        more = f" (closed {closed} more sandboxes and checkpoint holders)" if closed else ""
+        print(f"{parser.prog}: interrupted{more}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         if args.debug:
@@ -150,3 +157,32 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         code, message = _failure(exc)
         print(f"{parser.prog}: {_one_line(message)}", file=sys.stderr)
         return code
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _close_then_interrupt(signum: int, frame: object) -> None:
+    """Close this process's sandboxes first, then unwind as Ctrl-C does.
+
+    Closing first makes workers busy in a sandbox fail at once instead of finishing their
+    command, which a thread pool's exit would otherwise wait for; and no sandbox starts
+    after it (``_core/shutdown.py``).  The wait is short: a sandbox this (main) thread was
+    starting stays locked until the unwinding, after which ``run`` closes the rest.
+    """
+    close_everything(timeout=20.0)
+    raise KeyboardInterrupt
+
+
+def _stop_signals_as_ctrl_c() -> dict[int, Any]:
+    """SIGTERM (how schedulers and ``timeout`` stop a job) and SIGINT: close, then unwind.
+
+    Returns the previous handlers, to restore; none off the main thread (a test calling
+    ``main`` from a worker), where Python allows no handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        signum: signal.signal(signum, _close_then_interrupt)
+        for signum in (signal.SIGTERM, signal.SIGINT)
+    }

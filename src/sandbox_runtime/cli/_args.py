@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -135,16 +134,11 @@ def price_for(backend: str, prices: Iterable[tuple[str, float]] | None) -> float
 
 
 def run_interruptibly(runner: Any, progress: Any) -> list[Any] | None:
-    """``runner.run()`` with SIGTERM acting as Ctrl-C; ``None`` when interrupted.
+    """``runner.run()``; ``None`` when interrupted (Ctrl-C, or SIGTERM: see ``cli.run``).
 
     An interrupted run has closed every sandbox it opened (the runner does that); this says
     so on stderr, and the caller exits 130.
     """
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         outcomes: list[Any] = runner.run()
         return outcomes
@@ -152,5 +146,3 @@ def run_interruptibly(runner: Any, progress: Any) -> list[Any] | None:
         progress.close()
         print(f"interrupted: closed every sandbox of run {runner.run_id}", file=sys.stderr)
         return None
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -27,6 +27,7 @@ from sandbox_runtime._core.backend import Capability
 from sandbox_runtime._core.checkpoints import Checkpoint
 from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.runtime import SandboxRuntime, delete_checkpoint
+from sandbox_runtime._core.shutdown import track
 from sandbox_runtime.errors import CheckpointNotFoundError, SandboxError
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.runner import RunOptions, backend_capabilities, task_sandbox_config
@@ -58,6 +59,8 @@ class PreparedStates:
         """Sandboxes started from a saved state so far."""
         self._lock = threading.Lock()
         self._states: OrderedDict[str, _State] = OrderedDict()
+        # A SIGTERM'd process deletes the saved states after its sandboxes (_core/shutdown.py).
+        track(self, tier=1)
 
     def open(self, task: Task, options: RunOptions) -> SandboxRuntime:
         """A started sandbox of ``task``, prepared; the caller owns it (close it)."""

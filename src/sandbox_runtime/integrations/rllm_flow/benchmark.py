@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.integrations.rllm_flow.flow import FLOW_NAME
 from sandbox_runtime.integrations.rllm_flow.settings import ROW_KEY, FlowSettings
 from sandbox_runtime.swe import read_rows
@@ -95,4 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except (SandboxError, OSError) as exc:  # bad rows or paths: one line, not a traceback
+        raise SystemExit(f"{__spec__.name if __spec__ else 'benchmark'}: {exc}") from None

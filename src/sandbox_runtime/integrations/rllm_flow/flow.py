@@ -38,6 +38,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from sandbox_runtime import close_on_signal
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.integrations.rllm.env import SWEEnv
 from sandbox_runtime.integrations.rllm_flow.loop import LoopResult, Reply, run_loop
@@ -177,12 +178,20 @@ class SWEFlow:
     llm_inside_env = False
 
     def configure(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """RLLM's CLI hands over its sandbox flags here; this flow takes none of them."""
+        """RLLM's CLI hands over its sandbox flags here; this flow takes none of them.
+
+        A refusal is a one-line ``SystemExit`` (rLLM's CLI would print a ``ConfigError`` as a
+        30-line traceback).  Being called by rLLM's CLI, in its main thread, this is also where
+        the flow makes SIGTERM and SIGINT close its sandboxes and prepared states before the
+        process ends, where rLLM left those signals to Python (``_core/shutdown.py``).
+        """
         if metadata.get("sandbox_backend"):
-            raise ConfigError(
-                f"{FLOW_NAME} does not use --sandbox-backend (rLLM's own sandboxes); "
-                f"choose its backend with {BACKEND_ENV} or the row's {ROW_KEY!r} settings"
+            raise SystemExit(
+                f"{FLOW_NAME}: --sandbox-backend is not used (it picks rLLM's own sandboxes); "
+                f"drop it and choose the backend with {BACKEND_ENV}=NAME or the row's "
+                f"{ROW_KEY!r} settings"
             )
+        close_on_signal(only_if_default=True)
         return {key: value for key, value in metadata.items() if key != "sandbox_concurrency"}
 
     def run(self, task: Any, config: Any) -> Any:
