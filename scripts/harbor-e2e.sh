@@ -48,7 +48,7 @@ inside() {
 
 inside '[ -x /opt/venv/bin/harbor ] || { python3 -m venv /opt/venv && pip install -q uv &&
   uv pip install -q --python /opt/venv/bin/python harbor==0.26.0; }
-  uv pip install -q --python /opt/venv/bin/python --reinstall-package sandbox-runtime-swe "/src[docker]"'
+  uv pip install -q --python /opt/venv/bin/python --reinstall-package=sandbox-runtime-swe "/src[docker]"'
 status=0
 for run in "oracle local 1.0" "nop local 0.0" "oracle docker 1.0" "nop docker 0.0"; do
   set -- $run

@@ -36,6 +36,16 @@ MAIN = textwrap.dedent(
 )
 
 
+def _as_a_foreground_job() -> None:
+    """Give the child SIGINT's default action, as a terminal's foreground job has.
+
+    A shell starts background jobs (``cmd &``, CI runners) with SIGINT ignored, and the
+    child inherits that: Python then installs no ``KeyboardInterrupt`` handler, and a host
+    that ignores SIGINT is one ``close_on_signal`` rightly leaves alone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     ("signum", "status"),
     [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)],
@@ -53,6 +63,7 @@ def test_a_signal_closes_every_sandbox_and_checkpoint(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_a_foreground_job,
     )
     try:
         assert proc.stdout is not None

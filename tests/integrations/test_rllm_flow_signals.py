@@ -74,6 +74,16 @@ def _ours(kind: str, pid: int) -> int:
     )
 
 
+def _as_a_foreground_job() -> None:
+    """Give the child SIGINT's default action, as a terminal's foreground job has.
+
+    A shell starts background jobs (``cmd &``, CI runners) with SIGINT ignored, and the
+    child inherits that: Python then installs no ``KeyboardInterrupt`` handler, and a host
+    that ignores SIGINT is one ``close_on_signal`` rightly leaves alone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize(
@@ -94,6 +104,7 @@ def test_a_stopped_eval_leaves_nothing(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_a_foreground_job,
     )
     try:
         deadline = time.monotonic() + 150
