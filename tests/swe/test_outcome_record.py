@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_runtime import SandboxRuntime
 from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.outcome_record import (
     RECORD_ABSENT,
@@ -27,10 +28,12 @@ from sandbox_runtime.swe.outcome_record import (
     RECORD_UNLOADED,
     RECORD_VOUCHED,
     Recorder,
+    check_record,
     claims_in,
     judge,
     parse_record,
     plugin_source,
+    recorded,
     verdict_of,
 )
 from sandbox_runtime.swe.parsers import parse_pytest
@@ -254,3 +257,15 @@ def test_claims_are_read_in_both_of_pytests_line_shapes() -> None:
         ("tests/a.py::test_x", "PASSED", False),
         ("tests/a.py::test_y", "FAILED", True),
     ]
+
+
+def test_a_record_lost_with_its_sandbox_is_an_infrastructure_error(tmp_path: Path) -> None:
+    """The grading sandbox gone before the record was read: an error, never a forgery's 0."""
+    sandbox = SandboxRuntime(backend="local", options={"base_dir": str(tmp_path)}).start()
+    with recorded(sandbox) as recorder:
+        pass
+    sandbox.backend.stop()  # gone under the grader
+    graded = check_record(sandbox, recorder, _graded("PASSED test_sample.py::test_passes\n"))
+    assert graded.reward is None
+    assert graded.reason.startswith("infrastructure error: reading the outcome record")
+    sandbox.close()

@@ -476,6 +476,10 @@ def check_record(sandbox: SandboxRuntime, recorder: Recorder, graded: G) -> G:
         return graded
     try:
         text = read_record(sandbox, recorder)
+        if text is None and not sandbox.is_alive():
+            # Not removed from inside: the sandbox itself is gone (some backends then say
+            # "no such file"), a fault of the infrastructure, never a 0.
+            raise SandboxError("the grading sandbox is gone")
     except SandboxError as exc:
         graded.reward = None
         graded.reason = f"infrastructure error: reading the outcome record: {exc}"[:500]
