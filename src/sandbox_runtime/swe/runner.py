@@ -51,6 +51,7 @@ from sandbox_runtime.swe.isolation import (
 from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
+from sandbox_runtime.swe.same_sandbox import review_same_sandbox
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
@@ -513,6 +514,9 @@ class Runner:
         else:
             graded = grade(
                 task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+            )
+            graded = review_same_sandbox(
+                graded, sandbox, changes, outcome.tamper, timeout=self.options.test_timeout
             )
         graded.grade_in = outcome.grade_in
         if outcome.grading == GradingMode.STRICT.value:

@@ -109,6 +109,7 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.prepared import PreparedStates
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_lifetime, task_sandbox_config
+from sandbox_runtime.swe.same_sandbox import review_same_sandbox
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import integrity_counts
@@ -401,7 +402,13 @@ class SWEEnv(_EnvBase):
                 self.last_grade.dropped += [change.to_dict() for change in outside]
             self._grading_usage = self._grading_usage + used
         else:
-            self.last_grade = grade(self.task, sandbox, timeout=timeout)
+            self.last_grade = review_same_sandbox(
+                grade(self.task, sandbox, timeout=timeout),
+                sandbox,
+                changes,
+                self.last_tamper,
+                timeout=timeout,
+            )
         self._grading_seconds += time.monotonic() - began
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
