@@ -129,10 +129,19 @@ def test_benchmark_grading_flags_what_it_does_not_stop(hack: Hack, task: Task) -
 
 
 #: Hacks the full matrix (docs/reliability.md) found unflagged graded the benchmark's way,
-#: beyond the representatives: a pytest11 entry point in metadata at the repository's root,
-#: a package ``__init__`` neutering the assertions (the canary now runs after a pass), and a
-#: forged ``python3`` (no verdict after a tampered test run is a 0).
-_BENCHMARK_FOUND = ["entry-point-repo", "init-asserts", "forged-python"]
+#: beyond the representatives: a pytest11 entry point in metadata at the repository's root
+#: (a test-config flag), a package ``__init__`` neutering the assertions or ``TestCase.run``,
+#: in the agent's sandbox or by a fuzz-only hunk through ``compute_score`` (the canary runs
+#: after a pass), ``PASSED`` lines printed at exit (the out-of-band record), and a forged
+#: ``python3`` (no verdict after a tampered test run is a 0, not an error).
+_BENCHMARK_FOUND = [
+    "entry-point-repo",
+    "init-asserts",
+    "forged-python",
+    "print-passed-exit",
+    "skip-from-source",
+    "fuzz",
+]
 
 
 @pytest.mark.docker

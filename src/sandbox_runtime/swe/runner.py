@@ -37,9 +37,10 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, no_verdict_after_tampering
 from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult
 from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import (
@@ -51,7 +52,6 @@ from sandbox_runtime.swe.isolation import (
 from sandbox_runtime.swe.prefetch import TaskPrefetcher
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.report import TaskOutcome
-from sandbox_runtime.swe.same_sandbox import review_same_sandbox
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.warm import TASK_LABEL, WarmPools
@@ -512,12 +512,14 @@ class Runner:
         if outcome.grade_in == GradeIn.FRESH.value:
             graded = self._grade_fresh(task, outcome, result, used, grading_copy, changes)
         else:
-            graded = grade(
-                task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+            graded = grade_benchmark(
+                task,
+                sandbox,
+                changes.written if changes else (),
+                timeout=self.options.test_timeout,
+                patch_error=result.patch_error,
             )
-            graded = review_same_sandbox(
-                graded, sandbox, changes, outcome.tamper, timeout=self.options.test_timeout
-            )
+            graded = no_verdict_after_tampering(graded, outcome.tamper)
         graded.grade_in = outcome.grade_in
         if outcome.grading == GradingMode.STRICT.value:
             graded.dropped += [change.to_dict() for change in outside_changes(outcome.tamper)]

@@ -94,9 +94,10 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 )
 from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, no_verdict_after_tampering
 from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError
 from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.isolation import (
     GradeIn,
@@ -109,7 +110,6 @@ from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.prepared import PreparedStates
 from sandbox_runtime.swe.rows import parse_row
 from sandbox_runtime.swe.runner import RunOptions, task_lifetime, task_sandbox_config
-from sandbox_runtime.swe.same_sandbox import review_same_sandbox
 from sandbox_runtime.swe.strict import GradingMode, outside_changes, resolve_grading
 from sandbox_runtime.swe.task import Task
 from sandbox_runtime.swe.verdict import integrity_counts
@@ -402,13 +402,9 @@ class SWEEnv(_EnvBase):
                 self.last_grade.dropped += [change.to_dict() for change in outside]
             self._grading_usage = self._grading_usage + used
         else:
-            self.last_grade = review_same_sandbox(
-                grade(self.task, sandbox, timeout=timeout),
-                sandbox,
-                changes,
-                self.last_tamper,
-                timeout=timeout,
-            )
+            written = changes.written if changes else []
+            graded = grade_benchmark(self.task, sandbox, written, timeout=timeout)
+            self.last_grade = no_verdict_after_tampering(graded, self.last_tamper)
         self._grading_seconds += time.monotonic() - began
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
