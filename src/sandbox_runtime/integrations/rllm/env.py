@@ -474,9 +474,12 @@ class SWEEnv(_EnvBase):
         The backend's engine, host or file plane against the mark taken at :meth:`reset`
         (:mod:`sandbox_runtime.swe.capture`); no program in the sandbox is asked.
         """
-        changes, _found, problem = read_change(self._require_sandbox(), self._baseline)
+        sandbox = self._require_sandbox()
+        changes, found, problem = read_change(sandbox, self._baseline)
         if changes is None:
             logger.warning("the change of %s could not be read: %s", self.task.task_id, problem)
+        # The same reading's tamper flags: a flow that grades elsewhere hands them on.
+        self.last_tamper = tamper.audit(self.task, sandbox.workdir, self._baseline, found, problem)
         return changes
 
     def close(self) -> None:
