@@ -2,24 +2,29 @@
 
 Each step takes ``tasks x group`` sandboxes at once (every task its own configuration; a
 task's group copies share one), runs episodes of random length (some longer than the
-sandbox's lifetime, which the lease of docs/leases.md must carry), "grades" each in its own
-sandbox, closes them, then pauses for a fixed "model update" while no sandbox is needed.
+sandbox's lifetime, which the lease of docs/leases.md must carry), "grades" each in a fresh
+sandbox of the task's configuration (``--grading fresh``, the default: strict grading's way;
+``same``: in the rollout's own sandbox), closes them, then pauses for a fixed "model update"
+while no sandbox is needed.
 Both modes begin with the same ``--startup`` pause (loading the model).  With prefetch, the
 trainer feeds step 0's batch before that pause and the next step's batch when a step begins,
-so those sandboxes start during the pause, this step's episodes and the update.
+so those sandboxes start during the pause, this step's episodes and the update; a rollout's
+grading sandbox is scheduled right after its own (the library's ``run --prefetch`` does the
+same), so it starts while the episode runs.
 
-Measured per engine and mode: the sandbox wait on each step's critical path (from the step's
-start until its last rollout holds a sandbox; summed over steps), control-plane requests
-refused by the service's rate limit (every action; the backend retries them; the AGS log
-names each action), rollouts lost to expiry, sandboxes started for nobody, and what is
-left after ``reap``, also after the owner of a prefetcher is killed with SIGKILL mid-run.
+Measured per engine and mode: the sandbox wait on each step's critical path (the longest of
+its rollouts' waits for their sandboxes, the grading one included; summed over steps),
+control-plane requests refused by the service's rate limit (every action; the backend
+retries them; the AGS log names each action), rollouts lost to expiry, sandboxes started
+for nobody, and what is left after ``reap``, also after the owner of a prefetcher is killed
+with SIGKILL mid-run.
 
     python benchmarks/bench_training.py [--engines ags kubernetes] [--steps 3] [--tasks 8]
         [--group 2] [--lifetime 6] [--update 3] [--json benchmarks/results/training.json]
 
 Engines: the AGS emulator (local instances) with ``--rate-limit realistic`` and a start
-latency (``--start-latency``, default 2 s), and the Kubernetes emulator (pods are docker
-containers of the test image).
+latency (``--start-latency``, default 2 s), the Kubernetes emulator (pods are docker
+containers of the test image), and docker itself.
 """
 
 from __future__ import annotations
@@ -112,6 +117,11 @@ def kubernetes_engine() -> Iterator[Engine]:
         )
 
 
+@contextmanager
+def docker_engine() -> Iterator[Engine]:
+    yield Engine("docker", "docker", {}, TEST_IMAGE, lambda: 0)
+
+
 def task_config(engine: Engine, run_id: str, task: int, lifetime: float) -> SandboxConfig:
     """Task ``task``'s own configuration (its env differs from every other task's)."""
     return SandboxConfig(
@@ -128,21 +138,31 @@ def task_config(engine: Engine, run_id: str, task: int, lifetime: float) -> Sand
 
 
 def step_slots(
-    engine: Engine, args: argparse.Namespace, run_id: str, step: int
+    engine: Engine, args: argparse.Namespace, run_id: str, step: int, *, grading: bool = False
 ) -> list[PrefetchSlot]:
+    """The step's rollouts' slots; ``grading``: each followed by its grading sandbox's."""
+    per_rollout = 2 if grading else 1
     return [
         PrefetchSlot(
             f"t{step}-{task}", task_config(engine, run_id, step * 1000 + task, args.lifetime)
         )
         for task in range(args.tasks)
-        for _ in range(args.group)
+        for _ in range(args.group * per_rollout)
     ]
 
 
 def rollout(
-    acquire: Callable[[], SandboxRuntime], episode: float, lifetime: float
+    acquire: Callable[[], SandboxRuntime],
+    episode: float,
+    lifetime: float,
+    grading: Callable[[], SandboxRuntime] | None = None,
 ) -> tuple[float, str]:
-    """Wait for a sandbox, run an episode of ``episode`` seconds, grade; (wait, outcome)."""
+    """Wait for a sandbox, run an episode of ``episode`` seconds, grade; (wait, outcome).
+
+    ``grading``: where the grading sandbox comes from (the agent's is closed first, as
+    fresh grading does); its wait is part of the rollout's.  Without it, the rollout's own
+    sandbox is checked.
+    """
     began = time.monotonic()
     try:
         sandbox = acquire()
@@ -154,6 +174,13 @@ def rollout(
         deadline = time.monotonic() + episode
         while (left := deadline - time.monotonic()) > 0:
             sandbox.exec(f"sleep {min(left, 2.0):.2f}")
+        if grading is not None:
+            sandbox.close()
+            began = time.monotonic()
+            try:
+                sandbox = grading()
+            finally:
+                waited += time.monotonic() - began
         graded = sandbox.exec('test -n "$TASK" && echo graded').stdout.strip()
         return waited, "graded" if graded == "graded" else f"error: grading said {graded!r}"
     except SandboxGoneError as exc:
@@ -170,7 +197,8 @@ def run_mode(engine: Engine, args: argparse.Namespace, prefetch: bool) -> ModeRe
     run_id = f"bench-training-{uuid.uuid4().hex[:8]}"
     rng = random.Random(args.seed)
     refused_before = engine.refused()
-    batch = args.tasks * args.group
+    fresh = args.grading == "fresh"
+    batch = args.tasks * args.group * (2 if fresh else 1)
     prefetcher = (
         Prefetcher(ahead=batch, max_in_flight=args.in_flight, jitter=0.2) if prefetch else None
     )
@@ -178,12 +206,12 @@ def run_mode(engine: Engine, args: argparse.Namespace, prefetch: bool) -> ModeRe
     waits: list[float] = []
     try:
         if prefetcher is not None:  # the trainer knows its first batch before loading the model
-            prefetcher.extend(step_slots(engine, args, run_id, 0))
+            prefetcher.extend(step_slots(engine, args, run_id, 0, grading=fresh))
         time.sleep(args.startup)  # loading the model: the same pause in both modes
         for step in range(args.steps):
             slots = step_slots(engine, args, run_id, step)
             if prefetcher is not None and step + 1 < args.steps:
-                prefetcher.extend(step_slots(engine, args, run_id, step + 1))
+                prefetcher.extend(step_slots(engine, args, run_id, step + 1, grading=fresh))
             episodes = [
                 rng.uniform(args.episode_min, args.episode_max * args.lifetime) for _ in slots
             ]
@@ -193,13 +221,13 @@ def run_mode(engine: Engine, args: argparse.Namespace, prefetch: bool) -> ModeRe
                     return lambda: prefetcher.take(slot.key)
                 return lambda: SandboxRuntime(slot.config).start()
 
+            def one(pair: tuple[PrefetchSlot, float]) -> tuple[float, str]:
+                slot, episode = pair
+                grading = acquire_for(slot) if fresh else None
+                return rollout(acquire_for(slot), episode, args.lifetime, grading)
+
             with ThreadPoolExecutor(len(slots)) as pool:
-                outcomes = list(
-                    pool.map(
-                        lambda pair: rollout(acquire_for(pair[0]), pair[1], args.lifetime),
-                        zip(slots, episodes, strict=True),
-                    )
-                )
+                outcomes = list(pool.map(one, zip(slots, episodes, strict=True)))
             step_wait = max(wait for wait, _ in outcomes)
             result.step_waits.append(round(step_wait, 3))
             waits += [wait for wait, _ in outcomes]
@@ -308,9 +336,19 @@ def main() -> int:
     parser.add_argument("--start-latency", type=float, default=2.0, help="AGS start, s")
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument(
+        "--grading",
+        choices=["fresh", "same"],
+        default="fresh",
+        help="grade in a fresh sandbox (default) or in the rollout's own",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    engines = {"ags": lambda: ags_engine(args.start_latency), "kubernetes": kubernetes_engine}
+    engines = {
+        "ags": lambda: ags_engine(args.start_latency),
+        "kubernetes": kubernetes_engine,
+        "docker": docker_engine,
+    }
     report: dict[str, Any] = {"args": vars(args), "load_before": os.getloadavg(), "engines": {}}
     for name in args.engines:
         with engines[name]() as engine:

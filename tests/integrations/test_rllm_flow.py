@@ -191,6 +191,26 @@ def test_the_loop_through_the_openai_client_then_grading(
     assert graded.grade_in == "fresh"
 
 
+def test_the_loop_hands_the_tamper_flags_to_the_evaluator(bundled_tasks: list[Task]) -> None:
+    """What the agent changed that a test run reads reaches the evaluator's integrity counts."""
+    from sandbox_runtime.integrations.rllm_flow.evaluator import episode_tamper
+
+    task = task_named(bundled_tasks, "csvline", "r2e")
+    settings = FlowSettings(backend="local", tools="builtin")
+    command = "<parameter=cmd>echo x=1 > conftest.py</parameter>"
+    write = f"<function=execute_bash>\n{command}\n</function>"
+    with _chat_replies([write, FINISH]) as server:
+        chat = OpenAIChat(server.url, "scripted", settings)
+        with open_env(task, settings) as env:
+            env.reset()
+            result = run_loop(env, chat, max_steps=5)
+        chat.close()
+    assert {"path": "conftest.py", "kind": "test config"}.items() <= result.tamper[0].items()
+    episode = type("Episode", (), {"artifacts": {"tamper": result.tamper}})()
+    assert [(f.path, f.kind) for f in episode_tamper(episode)] == [("conftest.py", "test config")]
+    assert episode_tamper(type("Episode", (), {"artifacts": {}})()) == []
+
+
 def test_the_loop_stops_at_max_steps(bundled_tasks: list[Task]) -> None:
     task = task_named(bundled_tasks, "pager", "swebench")
     settings = FlowSettings(backend="local", tools="builtin")

@@ -191,6 +191,19 @@ def test_which_repository_changes_are_flagged(bundled_tasks: list[Task]) -> None
     assert TamperFlag("a", "b").to_dict() == {"path": "a", "kind": "b", "detail": ""}
 
 
+def test_package_metadata_is_flagged_only_when_it_names_a_pytest_plugin(
+    bundled_tasks: list[Task],
+) -> None:
+    # pytest loads every pytest11 entry point on the import path, the repository's root
+    # included; console scripts from `pip install -e .` are no such thing.
+    task = task_named(bundled_tasks, "pager", "swebench")
+    plugin = _diff("forcepass-1.0.dist-info/entry_points.txt", "+[pytest11]", "+f = forcepass")
+    scripts = _diff("pager.egg-info/entry_points.txt", "+[console_scripts]", "+pager = pager:main")
+    kinds = [(f.path, f.kind) for f in flags_from_patch(task, plugin + scripts)]
+    assert ("forcepass-1.0.dist-info/entry_points.txt", "test config") in kinds
+    assert not [path for path, _ in kinds if path.startswith("pager.egg-info")]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("grading", "grade_in", "reward", "graded_in"),

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sandbox_runtime._core.prefetch import PrefetchStats
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.swe import Task
 from sandbox_runtime.swe.agents import make_agent
@@ -20,16 +21,48 @@ def test_every_task_its_own_image_gets_a_head_start(
     bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    tasks = bundled_tasks[:5]
+    tasks = bundled_tasks[:3] + bundled_tasks[8:]  # R2E-Gym rows grade same, SWE-bench fresh
     assert len({pool_key(t) for t in tasks}) == len(tasks), "what --warm cannot help"
     runner = Runner(tasks, lambda: make_agent("oracle"), RunOptions(jobs=2, prefetch=3))
     outcomes = runner.run()
     assert [o.reward for o in outcomes] == [1.0] * 5, [o.error for o in outcomes]
     assert runner._prefetch is not None
     stats = runner._prefetch.stats()
-    assert stats.started == stats.handed_out == 5, stats
+    # A task graded in a fresh sandbox has that one scheduled too, after its agent's.
+    fresh = sum(runner._grades_fresh(task) for task in tasks)
+    assert 0 < fresh < 5, "the bundled tasks grade both ways"
+    assert stats.scheduled == stats.started == stats.handed_out == 5 + fresh, stats
     assert stats.discarded == 0
-    assert stats.started_on_spot < 5, "some sandboxes were ready before their task"
+    assert stats.started_on_spot < 5 + fresh, "some sandboxes were ready before their task"
+    assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+class _CrashingAgent:
+    """An agent that fails before anything is graded (an infrastructure-like crash)."""
+
+    def run(self, task: Task, sandbox: Any, budget: Any) -> Any:
+        raise RuntimeError("the agent crashed")
+
+
+def test_a_task_that_ends_before_grading_gives_its_grading_slot_back(
+    bundled_tasks: list[Task], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tasks = bundled_tasks[:3]
+    options = RunOptions(jobs=1, prefetch=4, grading="strict")  # strict: every task fresh
+    runner = Runner(tasks, lambda: _CrashingAgent(), options)  # type: ignore[arg-type,return-value]
+    seen: list[PrefetchStats] = []  # the schedule as each task ends (before the run closes it)
+    runner.on_done = lambda _: seen.append(runner._prefetch.stats())  # type: ignore[union-attr]
+    outcomes = runner.run()
+    assert [o.reward for o in outcomes] == [None] * 3
+    assert all("the agent crashed" in (o.error or "") for o in outcomes)
+    assert runner._prefetch is not None
+    stats = runner._prefetch.stats()
+    assert stats.scheduled == 6
+    assert stats.handed_out == 3  # the agents' sandboxes only
+    # Each grading sandbox was given back when its task ended, not kept until the run's end.
+    assert (seen[-1].ready, seen[-1].starting) == (0, 0), seen[-1]
+    assert stats.discarded >= 1
     assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
 
 
@@ -44,7 +77,7 @@ def test_a_group_prefetches_what_its_rollouts_open(
     assert [o.reward for o in outcomes] == [1.0] * 4, [o.error for o in outcomes]
     assert runner._prefetch is not None
     stats = runner._prefetch.stats()
-    per_task = 1 if can_fork(runner) else 2
+    per_task = 1 if can_fork(runner) else sum(2 * (1 + runner._grades_fresh(t)) for t in tasks) // 2
     assert stats.scheduled == stats.handed_out == 2 * per_task
     assert stats.started == stats.handed_out
     assert stats.discarded == 0

@@ -173,6 +173,7 @@ class Prefetcher:
         )
         self._starting: collections.Counter[str] = collections.Counter()
         self._returned: dict[str, list[SandboxConfig]] = collections.defaultdict(list)
+        self._forgone: collections.Counter[str] = collections.Counter()
         self._counts = _Counters()
         self._liveness = _Liveness(liveness_ttl)
         self._workers = ThreadPoolExecutor(max_in_flight, thread_name_prefix="prefetch")
@@ -287,6 +288,31 @@ class Prefetcher:
                 return slot
         return None
 
+    def forgo(self, key: str) -> None:
+        """The consumer will not take one scheduled sandbox of ``key`` after all.
+
+        A task that ended before its grading leaves the grading sandbox scheduled for it:
+        an unclaimed slot is dropped, a parked sandbox closed, one still starting closed when
+        its start ends (each counted as discarded), so nothing waits for a taker until
+        :meth:`close`.
+        """
+        runtime: SandboxRuntime | None = None
+        with self._cond:
+            if self._unclaimed(key) is not None:
+                return
+            parked = self._ready.get(key)
+            if parked:
+                item = parked.popleft()
+                if item.lease is not None:
+                    self._stoppers.submit(item.lease.stop)
+                runtime = item.runtime
+                self._counts.discarded += 1
+                self._fill()
+            elif self._starting[key] > 0:
+                self._forgone[key] += 1
+        if runtime is not None:
+            _close_quietly(runtime)
+
     # -- filling (lock held) -----------------------------------------------------------
 
     def _unconsumed(self) -> int:
@@ -336,7 +362,12 @@ class Prefetcher:
                 self._returned[slot.key].append(slot.config)
         with self._cond:
             self._starting[slot.key] -= 1
-            closing = self._closing.is_set()
+            forgone = self._forgone[slot.key] > 0
+            if forgone:
+                self._forgone[slot.key] -= 1
+                if runtime is None and self._returned[slot.key]:
+                    self._returned[slot.key].pop()  # nobody will take it for its error
+            closing = self._closing.is_set() or forgone
             if runtime is not None:
                 self._counts.started += 1
                 if closing:

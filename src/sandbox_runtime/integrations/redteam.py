@@ -28,6 +28,7 @@ from sandbox_runtime.swe.redteam.corpus import (
 )
 from sandbox_runtime.swe.redteam.hacks import LANDED, Hack
 from sandbox_runtime.swe.task import Task
+from sandbox_runtime.swe.verdict import integrity_counts
 
 __all__ = ["ALL_ENTRIES", "INTEGRATION_ENTRIES"]
 
@@ -88,6 +89,7 @@ def _rllm_evaluator(hack: Hack, task: Task, backend: Backend) -> Cell:
         # As the flow hands it to the evaluator: the change read from outside the sandbox,
         # and the patch text only where none could be read.
         changes = env.changes()
+        flags = list(env.last_tamper)  # handed to the evaluator with the change (artifacts)
         patch = env.patch() if changes is None else ""
     result = (
         grade_changes(task, changes, settings)
@@ -95,9 +97,10 @@ def _rllm_evaluator(hack: Hack, task: Task, backend: Backend) -> Cell:
         else grade_patch(task, patch, settings)
     )
     cell.reward, cell.reason = result.reward, result.reason
-    # What SWEEvaluator.evaluate reports: the dropped paths in its output's metadata.
+    # What SWEEvaluator.evaluate reports in its output's metadata: the dropped paths and the
+    # integrity counts, the flow's tamper flags included.
     cell.dropped = len(result.dropped)
-    cell.flagged = cell.dropped > 0 or result.integrity_flagged
+    cell.flagged = bool(integrity_counts(result, flags)["flagged"]) or cell.dropped > 0
     return cell
 
 

@@ -79,6 +79,11 @@ class ChangeSet:
         """The changed paths, sorted."""
         return sorted(change.path for change in self.changes)
 
+    @property
+    def written(self) -> list[str]:
+        """The paths of the files the change writes (not links or deletions), sorted."""
+        return sorted(change.path for change in self.changes if change.kind == "file")
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form (rLLM's episode artifacts), bytes as base64."""
         return {

@@ -90,9 +90,13 @@ class GroupRunner(Runner):
     def _task_outcomes(self, task: Task) -> list[TaskOutcome]:
         return run_group(self, task)
 
-    def _sandboxes_per_task(self) -> int:
+    def _agent_slots(self, task: Task) -> int:
         # Forked: one prepared source per task; else each rollout opens its own.
         return 1 if can_fork(self) else self.options.group
+
+    def _prefetch_slots(self, task: Task) -> int:
+        # A forked group's grading copies come from its checkpoint, never from the schedule.
+        return 1 if can_fork(self) else super()._prefetch_slots(task)
 
 
 def run_group(runner: Runner, task: Task) -> list[TaskOutcome]:

@@ -26,6 +26,7 @@ import logging
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe.agents.simple import apply_reversed
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, patch_paths
 from sandbox_runtime.swe.canary import modules_of
 from sandbox_runtime.swe.capture import ChangeSet, apply_changes
 from sandbox_runtime.swe.formats import load_format
@@ -148,7 +149,7 @@ def grade_fresh_changes(
             if strict:
                 graded = grade_recorded(task, sandbox, timeout=timeout)
             else:
-                graded = grade(task, sandbox, timeout=timeout)
+                graded = grade_benchmark(task, sandbox, applied.written, timeout=timeout)
             graded.applied_by = "file plane"
             if strict:
                 # A kept source module that forges the test machinery on import trips it.
@@ -199,7 +200,7 @@ def _start_apply_grade(
         error = f"infrastructure error: fresh sandbox: {type(exc).__name__}: {exc}"
         return GradeResult(None, error), []
     if done is None:
-        graded = grade(task, sandbox, timeout=timeout)
+        graded = grade_benchmark(task, sandbox, patch_paths(patch), timeout=timeout)
         graded.applied_by = applied_by
         return graded, []
     graded = grade_recorded(task, sandbox, timeout=timeout)

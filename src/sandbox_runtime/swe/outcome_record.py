@@ -126,7 +126,9 @@ _PLUGIN = """\
 import json as _json
 import os as _os
 
-_PATH = {path!r}
+# Beside this file: the record is where the grader wrote it, whatever path the test
+# process sees that directory by (local sandboxes without isolation see host paths).
+_PATH = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), {name!r})
 _CONFIG = []
 
 
@@ -205,8 +207,11 @@ pytest_sessionfinish.trylast = True
 
 
 def plugin_source(record_path: str) -> str:
-    """The plugin's source, appending to ``record_path`` (works on any Python 3 pytest)."""
-    return _PLUGIN.format(path=record_path)
+    """The plugin's source, appending to the file named as ``record_path`` beside itself.
+
+    It works on any Python 3 pytest.
+    """
+    return _PLUGIN.format(name=posixpath.basename(record_path))
 
 
 @dataclass
@@ -250,12 +255,20 @@ class Recorder:
             sandbox.exec(f"rm -rf {shlex.quote(self.directory)}", timeout=60)
 
     def wrap(self, script: str) -> str:
-        """``script`` with the plugin put on pytest's command line and Python's path."""
+        """``script`` with the plugin put on pytest's command line and Python's path.
+
+        Where commands do not see the file plane's absolute paths (a local sandbox without
+        isolation: they mean host paths), the directory is found beside the script's working
+        directory, the repository, as :meth:`beside` placed it.
+        """
         directory = shlex.quote(self.directory)
+        name = shlex.quote(posixpath.basename(self.directory))
         return (
-            f'export PYTHONPATH={directory}"${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f"_sr_dir={directory}\n"
+            f'[ -d "$_sr_dir" ] || _sr_dir="$(cd .. 2>/dev/null && pwd)"/{name}\n'
+            f'export PYTHONPATH="$_sr_dir${{PYTHONPATH:+:$PYTHONPATH}}"\n'
             f'export PYTEST_ADDOPTS="${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}-p {self.module}"\n'
-            + script
+            "unset _sr_dir\n" + script
         )
 
     def saw(self, output: str) -> None:

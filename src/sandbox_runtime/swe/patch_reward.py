@@ -63,6 +63,7 @@ from typing import Any
 
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import SandboxError
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, patch_paths
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
 from sandbox_runtime.swe.prepare import prepare
 from sandbox_runtime.swe.rows import parse_row
@@ -163,7 +164,7 @@ def _apply_and_grade(
     if not applied:
         error = applied.message or "the patch does not apply"
         return grade(task, sandbox, timeout=timeout, patch_error=error), []
-    graded = grade(task, sandbox, timeout=timeout)
+    graded = grade_benchmark(task, sandbox, patch_paths(patch), timeout=timeout)
     graded.applied_by = applied.method
     return graded, []
 

@@ -6,10 +6,15 @@ run's task order *is* the schedule: a :class:`~sandbox_runtime._core.prefetch.Pr
 starts the next K sandboxes while earlier tasks run, whatever their images, one slot per
 sandbox the run will open (a group's rollouts share their task's key, ``swe.warm.pool_key``).
 
-Retries (``--retries``) and grading sandboxes are not in the schedule: they start on the
-spot as without prefetch, so no sandbox is started for nobody.  Prefetched sandboxes carry
-no task label, as pooled ones (it is set at creation, before the task that takes it is
-known); the key makes sure the configuration is the task's.
+A task graded in a fresh sandbox has that sandbox in the schedule too, right after its
+agent's: it is started while the agent works, so grading does not wait for a start (it
+waits parked, holding a lease, which costs its sandbox-seconds: the price of taking the
+start off the critical path).  A task that ends before its grading gives its slot back
+(:meth:`TaskPrefetcher.forgo`).  A group that forks takes its grading copies from its
+checkpoint instead, so only its prepared source is scheduled.  Retries (``--retries``)
+start on the spot as without prefetch.  Prefetched sandboxes carry no task label, as
+pooled ones (it is set at creation, before the task that takes it is known); the key makes
+sure the configuration is the task's.
 """
 
 from __future__ import annotations
@@ -42,7 +47,10 @@ def unlabelled(config: SandboxConfig) -> SandboxConfig:
 
 
 class TaskPrefetcher:
-    """The run's prefetcher over its tasks; ``copies`` slots per task (a group's rollouts)."""
+    """The run's prefetcher over its tasks: ``copies`` slots per task, or a count per task.
+
+    A task's slots are its agents' (a group's rollouts) and its fresh grading sandboxes'.
+    """
 
     def __init__(
         self,
@@ -50,7 +58,7 @@ class TaskPrefetcher:
         config_of: Callable[[Task], SandboxConfig],
         ahead: int,
         *,
-        copies: int = 1,
+        copies: int | Callable[[Task], int] = 1,
     ) -> None:
         self._prefetcher = Prefetcher(
             ahead=ahead, max_in_flight=min(ahead, MAX_IN_FLIGHT), jitter=JITTER
@@ -59,7 +67,9 @@ class TaskPrefetcher:
 
     @staticmethod
     def _slots(
-        tasks: Sequence[Task], config_of: Callable[[Task], SandboxConfig], copies: int
+        tasks: Sequence[Task],
+        config_of: Callable[[Task], SandboxConfig],
+        copies: int | Callable[[Task], int],
     ) -> list[PrefetchSlot]:
         slots: list[PrefetchSlot] = []
         for task in tasks:
@@ -67,12 +77,17 @@ class TaskPrefetcher:
                 config = unlabelled(config_of(task))
             except SandboxError:
                 continue  # the task fails on its own when it runs; nothing to start for it
-            slots.extend(PrefetchSlot(pool_key(task), config) for _ in range(copies))
+            count = copies(task) if callable(copies) else copies
+            slots.extend(PrefetchSlot(pool_key(task), config) for _ in range(count))
         return slots
 
     def take(self, task: Task, config: SandboxConfig) -> SandboxRuntime:
         """A started sandbox for ``task`` (whose own sandbox would be ``config``)."""
         return self._prefetcher.take(pool_key(task), unlabelled(config))
+
+    def forgo(self, task: Task) -> None:
+        """``task`` will not take one of its scheduled sandboxes (it ended before grading)."""
+        self._prefetcher.forgo(pool_key(task))
 
     def stats(self) -> PrefetchStats:
         """The prefetcher's accounting."""

@@ -37,9 +37,10 @@ from sandbox_runtime._core.usage import SandboxUsage
 from sandbox_runtime.errors import ConfigError, SandboxError
 from sandbox_runtime.swe import lifetimes, tamper
 from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, no_verdict_after_tampering
 from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult
 from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.images import resolve_image
 from sandbox_runtime.swe.isolation import (
@@ -182,6 +183,8 @@ class Runner:
         self._open: dict[int, SandboxRuntime] = {}
         self._pools: WarmPools | None = None
         self._leases: dict[int, Lease] = {}
+        #: Fresh grading sandboxes each task took from the prefetch schedule.
+        self._graded_from_schedule: dict[str, int] = {}
         self._prefetch: TaskPrefetcher | None = None
 
     @property
@@ -217,11 +220,11 @@ class Runner:
             self._pools = WarmPools(self.tasks, self.options.warm)
         if self.options.prefetch > 0:
             self._prefetch = TaskPrefetcher(
-                self.tasks, self._config, self.options.prefetch, copies=self._sandboxes_per_task()
+                self.tasks, self._config, self.options.prefetch, copies=self._prefetch_slots
             )
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         futures: dict[Future[list[TaskOutcome]], int] = {
-            executor.submit(self._task_outcomes, task): index
+            executor.submit(self._settled_outcomes, task): index
             for index, task in enumerate(self.tasks)
         }
         pending = set(futures)
@@ -252,9 +255,29 @@ class Runner:
         """One task's outcomes (a group's runner gives one per rollout)."""
         return [self._with_retries(task)]
 
-    def _sandboxes_per_task(self) -> int:
-        """Sandboxes a task opens through :meth:`_open_sandbox` with ``pooled`` (first tries)."""
+    def _settled_outcomes(self, task: Task) -> list[TaskOutcome]:
+        """:meth:`_task_outcomes`, then the task's unused grading slots given back."""
+        try:
+            return self._task_outcomes(task)
+        finally:
+            if self._prefetch is not None:
+                scheduled = self._prefetch_slots(task) - self._agent_slots(task)
+                with self._lock:
+                    taken = self._graded_from_schedule.pop(task.task_id, 0)
+                for _ in range(max(0, scheduled - taken)):
+                    self._prefetch.forgo(task)
+
+    def _agent_slots(self, task: Task) -> int:
+        """Sandboxes ``task``'s agents open through the schedule (first tries)."""
         return 1
+
+    def _prefetch_slots(self, task: Task) -> int:
+        """Slots of the schedule for ``task``: its agents', and its fresh grading sandboxes'."""
+        return self._agent_slots(task) * (2 if self._grades_fresh(task) else 1)
+
+    def _grades_fresh(self, task: Task) -> bool:
+        """Whether ``task`` is graded in a fresh sandbox (strict grading always is)."""
+        return self._where_graded(task)[1] is GradeIn.FRESH
 
     def _warn_about_caps(self) -> None:
         """Say once, up front, when a backend's hard cap would cut the longest episode."""
@@ -337,6 +360,15 @@ class Runner:
                 self._leases[id(sandbox)] = lease
         return sandbox
 
+    def _open_fresh(self, task: Task, used: list[SandboxRuntime]) -> SandboxRuntime:
+        """A fresh grading sandbox: the one the prefetch schedule started for it, if any."""
+        if self._prefetch is None:
+            return self._open_sandbox(task, used)
+        with self._lock:
+            taken = self._graded_from_schedule.get(task.task_id, 0)
+            self._graded_from_schedule[task.task_id] = taken + 1
+        return self._open_sandbox(task, used, pooled=True)
+
     def _track(self, sandbox: SandboxRuntime, used: list[SandboxRuntime]) -> None:
         """Count ``sandbox`` in the task's accounting, and let :meth:`cancel` close it."""
         used.append(sandbox)
@@ -383,10 +415,14 @@ class Runner:
 
     def _resolve_grading(self, task: Task, outcome: TaskOutcome) -> None:
         """Set how and where ``outcome`` is graded (strict grading always grades fresh)."""
-        outcome.grading = resolve_grading(self.options.grading, self.options.grade_in).value
-        strict = outcome.grading == GradingMode.STRICT.value
-        grade_in = GradeIn.FRESH if strict else resolve_grade_in(task, self.options.grade_in)
-        outcome.grade_in = grade_in.value
+        grading, grade_in = self._where_graded(task)
+        outcome.grading, outcome.grade_in = grading.value, grade_in.value
+
+    def _where_graded(self, task: Task) -> tuple[GradingMode, GradeIn]:
+        grading = resolve_grading(self.options.grading, self.options.grade_in)
+        if grading is GradingMode.STRICT:
+            return grading, GradeIn.FRESH
+        return grading, resolve_grade_in(task, self.options.grade_in)
 
     def _failed(self, task: Task, outcome: TaskOutcome, exc: Exception) -> None:
         """Turn an exception into the outcome's error: no reward, never a 0."""
@@ -511,9 +547,14 @@ class Runner:
         if outcome.grade_in == GradeIn.FRESH.value:
             graded = self._grade_fresh(task, outcome, result, used, grading_copy, changes)
         else:
-            graded = grade(
-                task, sandbox, timeout=self.options.test_timeout, patch_error=result.patch_error
+            graded = grade_benchmark(
+                task,
+                sandbox,
+                changes.written if changes else (),
+                timeout=self.options.test_timeout,
+                patch_error=result.patch_error,
             )
+            graded = no_verdict_after_tampering(graded, outcome.tamper)
         graded.grade_in = outcome.grade_in
         if outcome.grading == GradingMode.STRICT.value:
             graded.dropped += [change.to_dict() for change in outside_changes(outcome.tamper)]
@@ -544,7 +585,7 @@ class Runner:
         began = time.monotonic()
         try:
             if grading_copy is None:
-                fresh = self._open_sandbox(task, used)
+                fresh = self._open_fresh(task, used)
                 outcome.setups += 1
             else:
                 fresh = grading_copy()

@@ -227,7 +227,24 @@ def _classify(path: str, section: str | None, tests: tuple[str, ...]) -> TamperF
         return TamperFlag(path, "test config", "a change near pytest settings")
     if name in _STARTUP or name.endswith(".pth"):
         return TamperFlag(path, "test config", "the interpreter runs it at startup")
+    if name == "entry_points.txt" and _in_metadata(path) and _declares_plugin(section):
+        return TamperFlag(path, "test config", "package metadata naming a pytest plugin")
     return None
+
+
+def _in_metadata(path: str) -> bool:
+    """Whether ``path`` is inside a package's metadata (``.dist-info``, ``.egg-info``)."""
+    return any(part.endswith((".dist-info", ".egg-info")) for part in path.split("/")[:-1])
+
+
+def _declares_plugin(text: str | None) -> bool:
+    """Whether an ``entry_points.txt`` (or its diff) declares a ``pytest11`` entry point.
+
+    pytest loads every ``pytest11`` entry point of every distribution on the import path, so
+    a metadata directory at the repository's root is a plugin for any test run from there;
+    other entry points (console scripts of ``pip install -e .``) are not flagged.
+    """
+    return text is None or re.search(r"^\+?\s*\[\s*pytest11\s*\]", text, re.M) is not None
 
 
 def flags_from_patch(task: Task, patch: str) -> list[TamperFlag]:
@@ -289,7 +306,7 @@ def check(task: Task, workdir: str, baseline: Baseline, found: TreeChanges) -> l
     flags: list[TamperFlag] = []
     for change in found.changes:
         section = None
-        if posixpath.basename(change.path) in _IF_PYTEST:
+        if posixpath.basename(change.path) in (*_IF_PYTEST, "entry_points.txt"):
             section = change.data.decode("utf-8", "replace")
         flag = _classify(change.path, section, repo_tests)
         if flag is None and change.kind != "deleted" and baseline.own is not None:

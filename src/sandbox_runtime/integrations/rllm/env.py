@@ -94,9 +94,10 @@ from sandbox_runtime.swe.agents.r2e_protocol import (
 )
 from sandbox_runtime.swe.agents.tool_check import NOT_FOUND_EXIT_CODES, require_tools
 from sandbox_runtime.swe.agents.tools import Observation, ToolBox, ToolCall
+from sandbox_runtime.swe.benchmark_checks import grade_benchmark, no_verdict_after_tampering
 from sandbox_runtime.swe.bigfields import issue_excerpt
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
-from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError, grade
+from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult, GradingError
 from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.isolation import (
     GradeIn,
@@ -401,7 +402,9 @@ class SWEEnv(_EnvBase):
                 self.last_grade.dropped += [change.to_dict() for change in outside]
             self._grading_usage = self._grading_usage + used
         else:
-            self.last_grade = grade(self.task, sandbox, timeout=timeout)
+            written = changes.written if changes else []
+            graded = grade_benchmark(self.task, sandbox, written, timeout=timeout)
+            self.last_grade = no_verdict_after_tampering(graded, self.last_tamper)
         self._grading_seconds += time.monotonic() - began
         self.last_grade.grade_in = self.grade_in.value
         return self.last_grade.reward_or_raise()
@@ -471,9 +474,12 @@ class SWEEnv(_EnvBase):
         The backend's engine, host or file plane against the mark taken at :meth:`reset`
         (:mod:`sandbox_runtime.swe.capture`); no program in the sandbox is asked.
         """
-        changes, _found, problem = read_change(self._require_sandbox(), self._baseline)
+        sandbox = self._require_sandbox()
+        changes, found, problem = read_change(sandbox, self._baseline)
         if changes is None:
             logger.warning("the change of %s could not be read: %s", self.task.task_id, problem)
+        # The same reading's tamper flags: a flow that grades elsewhere hands them on.
+        self.last_tamper = tamper.audit(self.task, sandbox.workdir, self._baseline, found, problem)
         return changes
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from sandbox_runtime.swe.grading import GradeResult
 from sandbox_runtime.swe.isolation import grade_fresh, grade_fresh_changes
 from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
 from sandbox_runtime.swe.strict import GradingMode
+from sandbox_runtime.swe.tamper import TamperFlag
 from sandbox_runtime.swe.task import Task as SWETask
 from sandbox_runtime.swe.verdict import integrity_counts
 
@@ -67,6 +68,19 @@ def episode_changes(episode: Any) -> ChangeSet | None:
     artifacts = getattr(episode, "artifacts", None) or {}
     found = artifacts.get("changes")
     return ChangeSet.from_dict(found) if isinstance(found, dict) else None
+
+
+def episode_tamper(episode: Any) -> list[TamperFlag]:
+    """The tamper flags the flow read with the change (``artifacts["tamper"]``)."""
+    artifacts = getattr(episode, "artifacts", None) or {}
+    found = artifacts.get("tamper")
+    if not isinstance(found, list):
+        return []
+    return [
+        TamperFlag(str(f.get("path", "")), str(f.get("kind", "")), str(f.get("detail", "")))
+        for f in found
+        if isinstance(f, dict)
+    ]
 
 
 def grade_changes(task: SWETask, changes: ChangeSet, settings: FlowSettings) -> GradeResult:
@@ -135,6 +149,7 @@ class SWEEvaluator:
         settings = resolve_settings(row)
         swe = swe_task(row)
         changes = episode_changes(episode)
+        flags = episode_tamper(episode)
         began = time.monotonic()
         if changes is not None:
             result = grade_changes(swe, changes, settings)
@@ -153,7 +168,8 @@ class SWEEvaluator:
                 "grade_in": result.grade_in,
                 "grading": result.grading,
                 "dropped": [change["path"] for change in result.dropped],
-                "integrity": integrity_counts(result, []),
+                "integrity": integrity_counts(result, flags),
+                "tamper": [flag.to_dict() for flag in flags],
                 "refused": result.refused,
                 "canary": result.canary,
                 "outcome_record": result.outcome_record,

@@ -165,7 +165,12 @@ def to_episode(result: LoopResult, task: SWETask, settings: FlowSettings) -> Any
     return Episode(
         trajectories=[trajectory],
         termination_reason=reason,
-        artifacts={"patch": result.patch, "changes": result.changes, "messages": result.messages},
+        artifacts={
+            "patch": result.patch,
+            "changes": result.changes,
+            "tamper": result.tamper,
+            "messages": result.messages,
+        },
         metadata={**summary, "accounting": result.accounting},
     )
 

@@ -92,6 +92,9 @@ class LoopResult:
     changes: dict[str, Any] | None = None
     """The change set read from outside the sandbox (``ChangeSet.to_dict``): what grading
     applies.  ``patch`` is for people; ``None`` when the change could not be read."""
+    tamper: list[dict[str, str]] = field(default_factory=list)
+    """The tamper flags of the same reading (``TamperFlag.to_dict``): what the agent changed
+    that a test run reads, outside the change set included (its tools, startup files)."""
 
 
 def task_message(task: SWETask) -> str:
@@ -153,6 +156,7 @@ def run_loop(env: SWEEnv, chat: Chat, *, max_steps: int) -> LoopResult:
         stop_reason,
         env.accounting(),
         changes.to_dict() if changes is not None else None,
+        [flag.to_dict() for flag in env.last_tamper],
     )
 
 
