@@ -10,10 +10,8 @@ carries the run's label).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_runtime import list_sandboxes, load_backend
-from sandbox_runtime.swe.images import build_sample_image
-from sandbox_runtime.swe.samples import is_sample_image
+from sandbox_runtime import list_sandboxes
 
 TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
 INSPECT = Path(sys.executable).with_name("inspect")
@@ -90,23 +86,13 @@ def test_inspect_eval_gold_is_1_and_null_is_0_and_nothing_is_left(
 
 
 @pytest.mark.slow
-def test_inspect_eval_on_the_ags_emulator(tmp_path: Path, docker_image: str) -> None:
-    """Unmodified ``inspect eval`` with ``backend=ags``, pointed at the AGS emulator.
-
-    The emulator's instances are Docker containers of the instance's image here (its
-    ``local`` instances run the host's filesystem and ignore images, so a task's repository
-    would not be there).  The emulator never pulls: the task's image is built into the engine
-    first, as ``sandbox-runtime ags sync`` puts it in a real AGS's registry.  The ``ags``
-    backend finds the emulator through the variables AGS users export.
-    """
-    from sandbox_runtime_emulators.ags.server import AgsEmulator
-
-    build_sample_image(_sample_name(), base=docker_image)
+def test_inspect_eval_on_the_ags_emulator(tmp_path: Path, ags_task_emulator: Any) -> None:
+    """Unmodified ``inspect eval`` with ``backend=ags``, pointed at the AGS emulator."""
     label = uuid.uuid4().hex[:12]
-    with AgsEmulator(backend="docker", default_image=docker_image) as emulator:
-        assert _eval(tmp_path, "ags", "", label, emulator.environment()) == GOLD_1_NULL_0
-        options = emulator.backend_options()
-        assert list_sandboxes("ags", labels={"test-run": label}, options=options) == []
+    env = ags_task_emulator.environment()
+    assert _eval(tmp_path, "ags", "", label, env) == GOLD_1_NULL_0
+    options = ags_task_emulator.backend_options()
+    assert list_sandboxes("ags", labels={"test-run": label}, options=options) == []
 
 
 @pytest.mark.slow
@@ -124,65 +110,3 @@ def test_inspect_eval_on_the_kubernetes_emulator(
     assert _eval(tmp_path, "kubernetes", docker_image, label, env) == GOLD_1_NULL_0
     options = k8s_emulator.backend_options()
     assert list_sandboxes("kubernetes", labels={"test-run": label}, options=options) == []
-
-
-def _sample_name() -> str:
-    from sandbox_runtime.integrations._harness_tasks import load_task
-    from tests.harnesses.inspect_swe_tasks import TASK_ID, TASK_SOURCE
-
-    image = load_task(TASK_SOURCE, TASK_ID).image
-    assert image is not None
-    assert is_sample_image(image), image
-    return image.split("/", 1)[1].split(":", 1)[0]
-
-
-def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
-    code = (
-        "from inspect_ai.util._sandbox.registry import registry_find_sandboxenv;"
-        "print(registry_find_sandboxenv('sandbox-runtime').__module__)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "sandbox_runtime.integrations.inspect._environment"
-
-
-@pytest.mark.slow
-def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
-    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
-    label = uuid.uuid4().hex[:12]
-    command = [str(INSPECT), "eval", f"{TASKS}@swe_waiting", "--model", "mockllm/model"]
-    command += ["-T", f"label={label}", "-T", f"base_dir={base_dir}"]
-    command += ["--log-dir", str(tmp_path / "logs"), "--display", "none"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    options = {"base_dir": str(base_dir)}
-    try:
-        deadline = time.monotonic() + 180
-        while not list_sandboxes("local", labels={"test-run": label}, options=options):
-            assert time.monotonic() < deadline, "inspect never opened its sandbox"
-            assert process.poll() is None, "inspect ended early"
-            time.sleep(0.5)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    (found,) = list_sandboxes("local", labels={"test-run": label}, options=options)
-    assert found.labels["harness"] == "inspect"
-    backend = load_backend("local")
-    reaped = backend.reap(backend.options_model.model_validate(options))
-    assert [r.sandbox_id for r in reaped] == [found.sandbox_id]
-    assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
-
-
-def test_the_config_round_trips_hides_credentials_and_names_a_bad_field(tmp_path: Path) -> None:
-    from sandbox_runtime.errors import ConfigError
-    from sandbox_runtime.integrations.inspect import (
-        SandboxRuntimeConfig,
-        SandboxRuntimeSandboxEnvironment,
-    )
-
-    config = SandboxRuntimeConfig(backend="ags", backend_options={"api_key": "s3cret"})
-    assert "s3cret" not in config.model_dump_json()
-    assert SandboxRuntimeSandboxEnvironment.config_deserialize(config.model_dump()) == config
-    assert hash(config) == hash(SandboxRuntimeConfig.model_validate(config.model_dump()))
-    bad = tmp_path / "sandbox.yaml"
-    bad.write_text("backend: local\nworkdri: /x\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"sandbox.yaml: workdri: Extra inputs"):
-        SandboxRuntimeSandboxEnvironment.config_deserialize(str(bad))  # type: ignore[arg-type]

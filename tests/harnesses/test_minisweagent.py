@@ -1,5 +1,7 @@
 """mini-swe-agent's own CLI (``mini``) and loop on a bundled task, through our environment.
 
+Backends: ``local``, ``docker`` and ``ags`` pointed at the AGS emulator.
+
 The model is mini-swe-agent's ``DeterministicModel`` (its test double: replies given in the
 config), so no model API is needed; the environment is
 ``sandbox_runtime.integrations.minisweagent.SandboxRuntimeEnvironment`` chosen by dotted path in
@@ -105,10 +107,19 @@ def _grade(backend: str, trajectory: Path) -> float | None:
     return grade_trajectory(trajectory, env=env, timeout=300).reward
 
 
-@pytest.fixture(params=["local", "docker"])
-def backend_and_image(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+@pytest.fixture(params=["local", "docker", "ags"])
+def backend_and_image(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str | None]:
     if request.param == "docker":
         return "docker", request.getfixturevalue("docker_image")
+    if request.param == "ags":
+        # the AGS emulator (instances: containers of the task's image), found as a user's
+        # exported variables find AGS: by mini's process and by the grader in this one
+        emulator = request.getfixturevalue("ags_task_emulator")
+        for name, value in emulator.environment().items():
+            monkeypatch.setenv(name, value)
+        return "ags", None
     return "local", None
 
 
