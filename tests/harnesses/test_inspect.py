@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from sandbox_runtime import list_sandboxes
+from tests.harnesses._killed import kill_when_open_then_reap
 
 TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
 INSPECT = Path(sys.executable).with_name("inspect")
@@ -110,3 +111,40 @@ def test_inspect_eval_on_the_kubernetes_emulator(
     assert _eval(tmp_path, "kubernetes", docker_image, label, env) == GOLD_1_NULL_0
     options = k8s_emulator.backend_options()
     assert list_sandboxes("kubernetes", labels={"test-run": label}, options=options) == []
+
+
+def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
+    code = (
+        "from inspect_ai.util._sandbox.registry import registry_find_sandboxenv;"
+        "print(registry_find_sandboxenv('sandbox-runtime').__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "sandbox_runtime.integrations.inspect._environment"
+
+
+@pytest.mark.slow
+def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
+    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
+    label = uuid.uuid4().hex[:12]
+    command = [str(INSPECT), "eval", f"{TASKS}@swe_waiting", "--model", "mockllm/model"]
+    command += ["-T", f"label={label}", "-T", f"base_dir={base_dir}"]
+    command += ["--log-dir", str(tmp_path / "logs"), "--display", "none"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_when_open_then_reap(process, label, base_dir, "inspect")
+
+
+def test_the_config_round_trips_hides_credentials_and_names_a_bad_field(tmp_path: Path) -> None:
+    from sandbox_runtime.errors import ConfigError
+    from sandbox_runtime.integrations.inspect import (
+        SandboxRuntimeConfig,
+        SandboxRuntimeSandboxEnvironment,
+    )
+
+    config = SandboxRuntimeConfig(backend="ags", backend_options={"api_key": "s3cret"})
+    assert "s3cret" not in config.model_dump_json()
+    assert SandboxRuntimeSandboxEnvironment.config_deserialize(config.model_dump()) == config
+    assert hash(config) == hash(SandboxRuntimeConfig.model_validate(config.model_dump()))
+    bad = tmp_path / "sandbox.yaml"
+    bad.write_text("backend: local\nworkdri: /x\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sandbox.yaml: workdri: Extra inputs"):
+        SandboxRuntimeSandboxEnvironment.config_deserialize(str(bad))  # type: ignore[arg-type]
