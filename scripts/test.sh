@@ -127,16 +127,17 @@ if [ "$#" -eq 0 ]; then
     tests/experimental/agent_loop/*_on_cpu.py tests/tools/*_on_cpu.py)
   log "the harness adapters under the harnesses' current releases (mini-swe-agent, Inspect, SWE-ReX)"
   # A venv of their own: the harnesses pull litellm, datasets 5 and openai 3, which would move
-  # packages the main venv pins (docs/harnesses.md).  uv installs the tree in ~30 s (pip: ~4 min).
+  # packages the main venv pins (docs/harnesses.md).  [kubernetes]: inspect eval on the
+  # Kubernetes emulator.  uv installs the tree in ~30 s (pip: ~4 min).
   if [ ! -x .venv-harness/bin/python ]; then
     python3 -m venv .venv-harness
   fi
   harness_stamp=".venv-harness/.pyproject.sha256"
   if [ "$(cat "$harness_stamp" 2>/dev/null)" != "$projects" ] \
-    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, swerex, sandbox_runtime, sandbox_runtime_emulators, docker, yaml, pytest_timeout, xdist' 2>/dev/null; then
+    || ! MSWEA_SILENT_STARTUP=1 .venv-harness/bin/python -c 'import minisweagent, inspect_ai, swerex, sandbox_runtime, sandbox_runtime_emulators, docker, kubernetes, wsproto, yaml, pytest_timeout, xdist' 2>/dev/null; then
     .venv-harness/bin/python -m pip install --quiet --disable-pip-version-check 'uv>=0.9'
     .venv-harness/bin/uv pip install --quiet --python .venv-harness/bin/python \
-      -e '.[docker,ags,mini,inspect,swerex]' -e ./emulators swe-rex==1.4.0 \
+      -e '.[docker,ags,kubernetes,mini,inspect,swerex]' -e ./emulators swe-rex==1.4.0 \
       pytest pytest-timeout pytest-xdist
     echo "$projects" >"$harness_stamp"
   fi

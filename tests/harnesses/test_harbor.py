@@ -12,105 +12,23 @@ Harbor task (oracle 1, nop 0) is scripts/harbor-e2e.sh, in a Python 3.13 chroot;
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 import types
 import uuid
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from sandbox_runtime import list_sandboxes
 from sandbox_runtime.errors import ConfigError
+from tests.harnesses._killed import hold_in_child, kill_when_open_then_reap
+from tests.harnesses.harbor_double import harbor_imports, install_interface_double
 
-
-def _harbor_imports() -> bool:
-    try:
-        return importlib.util.find_spec("harbor.environments.base") is not None and bool(
-            __import__("harbor.environments.base")
-        )
-    except (ImportError, SyntaxError):
-        return False
-
-
-def _install_interface_double() -> None:
-    """``harbor.environments.base`` as its interface only (Harbor 0.26.0)."""
-
-    class ExecResult(BaseModel):
-        stdout: str | None = None
-        stderr: str | None = None
-        return_code: int
-
-    class BaseEnvironment(ABC):
-        def __init__(
-            self,
-            environment_dir: Path,
-            environment_name: str,
-            session_id: str,
-            trial_paths: Any,
-            task_env_config: Any,
-            logger: Any = None,
-            *args: Any,
-            **kwargs: Any,
-        ) -> None:
-            self.environment_dir = environment_dir
-            self.environment_name = environment_name
-            self.session_id = session_id
-            self.trial_paths = trial_paths
-            self.task_env_config = task_env_config
-            self._validate_definition()
-
-        @staticmethod
-        @abstractmethod
-        def type() -> str: ...
-
-        @abstractmethod
-        def _validate_definition(self) -> None: ...
-
-        @abstractmethod
-        async def start(self, force_build: bool) -> None: ...
-
-        @abstractmethod
-        async def stop(self, delete: bool) -> None: ...
-
-        @abstractmethod
-        async def upload_file(self, source_path: Path | str, target_path: str) -> None: ...
-
-        @abstractmethod
-        async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None: ...
-
-        @abstractmethod
-        async def download_file(self, source_path: str, target_path: Path | str) -> None: ...
-
-        @abstractmethod
-        async def download_dir(self, source_dir: str, target_dir: Path | str) -> None: ...
-
-        @abstractmethod
-        async def exec(
-            self,
-            command: str,
-            cwd: str | None = None,
-            env: dict[str, str] | None = None,
-            timeout_sec: int | None = None,
-            user: str | int | None = None,
-        ) -> ExecResult: ...
-
-    base = types.ModuleType("harbor.environments.base")
-    base.BaseEnvironment = BaseEnvironment  # type: ignore[attr-defined]
-    base.ExecResult = ExecResult  # type: ignore[attr-defined]
-    sys.modules.setdefault("harbor", types.ModuleType("harbor"))
-    sys.modules.setdefault("harbor.environments", types.ModuleType("harbor.environments"))
-    sys.modules["harbor.environments.base"] = base
-
-
-if _harbor_imports():
+if harbor_imports():
     # A real Harbor (Python 3.12+) wants its real trial objects; its own runner drives the
     # environment there: scripts/harbor-e2e.sh.
     pytest.skip("Harbor imports here: scripts/harbor-e2e.sh tests it", allow_module_level=True)
-_install_interface_double()
+install_interface_double()
 
 from sandbox_runtime.integrations.harbor import SandboxRuntimeEnvironment  # noqa: E402
 
@@ -197,3 +115,12 @@ def test_no_image_and_a_bad_option_are_refused_by_name(tmp_path: Path) -> None:
             task_env_config=_task_env("img"),
             backend_options="not a mapping",
         )
+
+
+@pytest.mark.slow
+def test_a_killed_harbor_process_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
+    """A process that started the environment (over the interface double) dies by SIGKILL."""
+    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
+    label = uuid.uuid4().hex[:12]
+    process = hold_in_child("harbor", label, base_dir)
+    kill_when_open_then_reap(process, label, base_dir, "harbor")

@@ -2,22 +2,25 @@
 
 The gold solver applies the task's patch through the sandbox environment's ``exec`` and scores
 1 by this library's grader; the null solver changes nothing and scores 0.  No model is called
-(``mockllm/model``).  Afterwards no sandbox of the run is left (task cleanup removes what
+(``mockllm/model``).  Backends: ``local``, ``docker``, and ``ags`` and ``kubernetes`` pointed at
+this project's emulators.  Afterwards no sandbox of the run is left (task cleanup removes what
 carries the run's label).
 """
 
 from __future__ import annotations
 
-import signal
+import os
 import subprocess
 import sys
-import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox_runtime import list_sandboxes, load_backend
+from sandbox_runtime import list_sandboxes
+from tests.harnesses._killed import kill_when_open_then_reap
 
 TASKS = Path(__file__).with_name("inspect_swe_tasks.py")
 INSPECT = Path(sys.executable).with_name("inspect")
@@ -30,12 +33,23 @@ def backend_and_image(request: pytest.FixtureRequest) -> tuple[str, str]:
     return "local", ""
 
 
-def _eval(tmp_path: Path, name: str, backend: str, image: str, label: str) -> float:
+def _eval(
+    tmp_path: Path,
+    backend: str,
+    image: str,
+    label: str,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """The score of each of the gold and null tasks, run by one ``inspect eval`` (two tasks).
+
+    One process for both: Inspect's start costs ~15 s on a loaded machine.
+    """
     from inspect_ai.log import read_eval_log
 
-    logs = tmp_path / name
-    command = [str(INSPECT), "eval", f"{TASKS}@{name}", "--model", "mockllm/model"]
-    command += ["-T", f"backend={backend}", "-T", f"label={label}", "--log-dir", str(logs)]
+    logs = tmp_path / "logs"
+    command = [str(INSPECT), "eval", f"{TASKS}@swe_gold", f"{TASKS}@swe_null", "--max-tasks", "2"]
+    command += ["--model", "mockllm/model", "--log-dir", str(logs)]
+    command += ["-T", f"backend={backend}", "-T", f"label={label}"]
     if image:
         command += ["-T", f"base_image={image}"]
     done = subprocess.run(
@@ -43,17 +57,23 @@ def _eval(tmp_path: Path, name: str, backend: str, image: str, label: str) -> fl
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (log_file,) = logs.glob("*.json")
-    log = read_eval_log(str(log_file))
-    assert log.status == "success", log.error
-    (sample,) = log.samples or []
-    assert sample.error is None, sample.error
-    assert sample.scores is not None
-    (score,) = sample.scores.values()
-    assert isinstance(score.value, (int, float)), score.value
-    return float(score.value)
+    scores: dict[str, float] = {}
+    for log_file in logs.glob("*.json"):
+        log = read_eval_log(str(log_file))
+        assert log.status == "success", log.error
+        (sample,) = log.samples or []
+        assert sample.error is None, sample.error
+        assert sample.scores is not None
+        (score,) = sample.scores.values()
+        assert isinstance(score.value, (int, float)), score.value
+        scores[log.eval.task] = float(score.value)
+    return scores
+
+
+GOLD_1_NULL_0 = {"swe_gold": 1.0, "swe_null": 0.0}
 
 
 @pytest.mark.slow
@@ -62,9 +82,35 @@ def test_inspect_eval_gold_is_1_and_null_is_0_and_nothing_is_left(
 ) -> None:
     backend, image = backend_and_image
     label = uuid.uuid4().hex[:12]
-    assert _eval(tmp_path, "swe_gold", backend, image, label) == 1.0
-    assert _eval(tmp_path, "swe_null", backend, image, label) == 0.0
+    assert _eval(tmp_path, backend, image, label) == GOLD_1_NULL_0
     assert list_sandboxes(backend, labels={"test-run": label}) == []
+
+
+@pytest.mark.slow
+def test_inspect_eval_on_the_ags_emulator(tmp_path: Path, ags_task_emulator: Any) -> None:
+    """Unmodified ``inspect eval`` with ``backend=ags``, pointed at the AGS emulator."""
+    label = uuid.uuid4().hex[:12]
+    env = ags_task_emulator.environment()
+    assert _eval(tmp_path, "ags", "", label, env) == GOLD_1_NULL_0
+    options = ags_task_emulator.backend_options()
+    assert list_sandboxes("ags", labels={"test-run": label}, options=options) == []
+
+
+@pytest.mark.slow
+def test_inspect_eval_on_the_kubernetes_emulator(
+    tmp_path: Path, k8s_emulator: Any, docker_image: str
+) -> None:
+    """Unmodified ``inspect eval`` with ``backend=kubernetes``, through a kubeconfig.
+
+    The emulator's pods are containers of the local engine, so the task's sample image is
+    built there (``base_image``), as on ``docker``; a real cluster's nodes would pull it.
+    """
+    label = uuid.uuid4().hex[:12]
+    kubeconfig = k8s_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    env = {"KUBECONFIG": str(kubeconfig)}
+    assert _eval(tmp_path, "kubernetes", docker_image, label, env) == GOLD_1_NULL_0
+    options = k8s_emulator.backend_options()
+    assert list_sandboxes("kubernetes", labels={"test-run": label}, options=options) == []
 
 
 def test_inspect_finds_the_sandbox_by_name_through_the_entry_point() -> None:
@@ -84,22 +130,7 @@ def test_a_killed_inspect_eval_leaves_a_sandbox_that_reap_removes(tmp_path: Path
     command += ["-T", f"label={label}", "-T", f"base_dir={base_dir}"]
     command += ["--log-dir", str(tmp_path / "logs"), "--display", "none"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    options = {"base_dir": str(base_dir)}
-    try:
-        deadline = time.monotonic() + 180
-        while not list_sandboxes("local", labels={"test-run": label}, options=options):
-            assert time.monotonic() < deadline, "inspect never opened its sandbox"
-            assert process.poll() is None, "inspect ended early"
-            time.sleep(0.5)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    (found,) = list_sandboxes("local", labels={"test-run": label}, options=options)
-    assert found.labels["harness"] == "inspect"
-    backend = load_backend("local")
-    reaped = backend.reap(backend.options_model.model_validate(options))
-    assert [r.sandbox_id for r in reaped] == [found.sandbox_id]
-    assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
+    kill_when_open_then_reap(process, label, base_dir, "inspect")
 
 
 def test_the_config_round_trips_hides_credentials_and_names_a_bad_field(tmp_path: Path) -> None:

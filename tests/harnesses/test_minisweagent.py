@@ -1,5 +1,7 @@
 """mini-swe-agent's own CLI (``mini``) and loop on a bundled task, through our environment.
 
+Backends: ``local``, ``docker`` and ``ags`` pointed at the AGS emulator.
+
 The model is mini-swe-agent's ``DeterministicModel`` (its test double: replies given in the
 config), so no model API is needed; the environment is
 ``sandbox_runtime.integrations.minisweagent.SandboxRuntimeEnvironment`` chosen by dotted path in
@@ -12,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
-from sandbox_runtime import SandboxGoneError, SandboxRuntime, list_sandboxes, load_backend
+from sandbox_runtime import SandboxGoneError, SandboxRuntime, list_sandboxes
 from sandbox_runtime.integrations._harness_tasks import load_task
 from sandbox_runtime.integrations.minisweagent import SandboxRuntimeEnvironment, grade_trajectory
+from tests.harnesses._killed import kill_when_open_then_reap
 
 TASK_SOURCE = "bundled:r2e"
 TASK_ID = "csvline__c2144404831e"
@@ -105,10 +106,19 @@ def _grade(backend: str, trajectory: Path) -> float | None:
     return grade_trajectory(trajectory, env=env, timeout=300).reward
 
 
-@pytest.fixture(params=["local", "docker"])
-def backend_and_image(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+@pytest.fixture(params=["local", "docker", "ags"])
+def backend_and_image(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str | None]:
     if request.param == "docker":
         return "docker", request.getfixturevalue("docker_image")
+    if request.param == "ags":
+        # the AGS emulator (instances: containers of the task's image), found as a user's
+        # exported variables find AGS: by mini's process and by the grader in this one
+        emulator = request.getfixturevalue("ags_task_emulator")
+        for name, value in emulator.environment().items():
+            monkeypatch.setenv(name, value)
+        return "ags", None
     return "local", None
 
 
@@ -220,24 +230,10 @@ def test_a_killed_mini_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> Non
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    sandbox_id = kill_when_open_then_reap(process, label, base_dir, "mini-swe-agent")
     options = {"base_dir": str(base_dir)}
-    try:
-        deadline = time.monotonic() + 120
-        while not list_sandboxes("local", labels={"test-run": label}, options=options):
-            assert time.monotonic() < deadline, "mini never opened its sandbox"
-            assert process.poll() is None, "mini ended early"
-            time.sleep(0.5)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    found = list_sandboxes("local", labels={"test-run": label}, options=options)
-    assert len(found) == 1
-    backend = load_backend("local")
-    reaped = backend.reap(backend.options_model.model_validate({"base_dir": str(base_dir)}))
-    assert [r.sandbox_id for r in reaped] == [found[0].sandbox_id]
-    assert list_sandboxes("local", labels={"test-run": label}, options=options) == []
     with pytest.raises(SandboxGoneError):
-        SandboxRuntime.connect("local", found[0].sandbox_id, options=options).exec("true")
+        SandboxRuntime.connect("local", sandbox_id, options=options).exec("true")
 
 
 def test_a_bad_key_is_refused_by_name() -> None:

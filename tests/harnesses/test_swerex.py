@@ -41,6 +41,7 @@ from sandbox_runtime.integrations.swerex import (
     SandboxRuntimeDeployment,
     SandboxRuntimeDeploymentConfig,
 )
+from tests.harnesses._killed import hold_in_child, kill_when_open_then_reap
 
 
 class _Steps(DeploymentHook):  # type: ignore[misc,unused-ignore]
@@ -209,3 +210,14 @@ def test_swerex_config_union_is_closed_so_a_python_object_is_the_route() -> None
     assert not isinstance(parsed, SandboxRuntimeDeploymentConfig)
     with pytest.raises(ValidationError, match="nope"):
         SandboxRuntimeDeploymentConfig.model_validate({"nope": 1})
+
+
+@pytest.mark.slow
+def test_a_killed_owner_of_a_deployment_leaves_a_sandbox_that_reap_removes(
+    tmp_path: Path,
+) -> None:
+    """A process that started a deployment dies by SIGKILL: no stop, no finalizer runs."""
+    base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
+    label = uuid.uuid4().hex[:12]
+    process = hold_in_child("swe-rex", label, base_dir)
+    kill_when_open_then_reap(process, label, base_dir, "swe-rex")

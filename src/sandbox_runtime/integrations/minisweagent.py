@@ -49,21 +49,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sandbox_runtime._core.config import SandboxConfig, mask_secrets
 from sandbox_runtime._core.results import ExecResult
 from sandbox_runtime._core.runtime import SandboxRuntime
 from sandbox_runtime.errors import ConfigError
 from sandbox_runtime.integrations._harness_tasks import (
-    HARNESS_LABEL,
-    RUN_LABEL,
     grade_patch,
     load_task,
     new_run_id,
     open_prepared,
     task_config,
 )
+from sandbox_runtime.integrations._sandbox_config import HarnessSandboxFieldsWithEnv
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult
 
 __all__ = [
@@ -81,35 +80,22 @@ SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _UNAME_FIELDS = ("system", "node", "release", "version", "machine")
 
 
-class SandboxRuntimeEnvironmentConfig(BaseModel):
-    """The ``environment:`` keys of a mini-swe-agent config that uses this environment."""
+class SandboxRuntimeEnvironmentConfig(HarnessSandboxFieldsWithEnv):
+    """The ``environment:`` keys of a mini-swe-agent config that uses this environment.
 
-    model_config = ConfigDict(extra="forbid")
+    The sandbox keys are every harness adapter's (:mod:`._sandbox_config`): ``image`` and
+    ``workdir`` are ignored with ``task_source`` (the task names its own), ``env`` reaches
+    every command (over the task's own).
+    """
 
-    backend: str = "docker"
-    """This library's backend (``local``, ``docker``, ``kubernetes``, ``ags``, ``e2b``, ...)."""
-    backend_options: dict[str, Any] = Field(default_factory=dict)
-    """The backend's options, as ``sandbox-runtime --backend-option`` takes them."""
-    image: str | None = None
-    """The sandbox's image (ignored with ``task_source``: the task names its own)."""
     cwd: str = ""
     """Where commands run; default: the sandbox's workdir (the task's, with a task)."""
-    workdir: str = "/workspace"
-    """The sandbox's working directory, created at start (ignored with a task)."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables every command sees (over the task's own)."""
     forward_env: list[str] = Field(default_factory=list)
     """Host variables passed on to every command when set on the host (``env`` wins)."""
     timeout: int = 30
     """Seconds a command may run unless ``execute`` is given another timeout."""
     interpreter: list[str] = Field(default_factory=lambda: ["bash", "-lc"])
     """The command line that runs an action; the action's text is appended as one argument."""
-    lifetime: float | str = "2h"
-    """How long the sandbox may live at most (``30m``, ``2h``, seconds)."""
-    resources: dict[str, Any] = Field(default_factory=dict)
-    """``cpus``, ``memory``, ``pids`` as :class:`~sandbox_runtime.SandboxConfig` takes them."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels of the sandbox, e.g. to find a run's sandboxes with ``list_sandboxes``."""
     task_source: str | None = None
     """A task source of this library (``bundled``, ``bundled:r2e``, a JSONL or parquet file)."""
     task_id: str | None = None
@@ -136,7 +122,7 @@ class SandboxRuntimeEnvironment:
             raise
 
     def _labels(self) -> dict[str, str]:
-        return {**self.config.labels, HARNESS_LABEL: HARNESS_NAME, RUN_LABEL: self.run_id}
+        return self.config.run_labels(HARNESS_NAME, self.run_id)
 
     def _open(self) -> SandboxRuntime:
         cfg = self.config
@@ -155,16 +141,7 @@ class SandboxRuntimeEnvironment:
                 update={"lifetime": SandboxConfig(lifetime=cfg.lifetime).lifetime}
             )
             return open_prepared(task, config)
-        config = SandboxConfig(
-            backend=cfg.backend,
-            image=cfg.image,
-            workdir=cfg.workdir,
-            lifetime=cfg.lifetime,
-            resources=cfg.resources,
-            labels=self._labels(),
-            options=cfg.backend_options,
-        )
-        return SandboxRuntime(config).start()
+        return SandboxRuntime(cfg.sandbox_config(self._labels())).start()
 
     def _read_uname(self) -> dict[str, str]:
         flags = ("-s", "-n", "-r", "-v", "-m")

@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from swerex.deployment.abstract import AbstractDeployment
 from swerex.deployment.hooks.abstract import CombinedDeploymentHook, DeploymentHook
 from swerex.exceptions import (
@@ -75,7 +74,8 @@ from swerex.runtime.abstract import BashObservation as _BashObservation
 from sandbox_runtime._core.aio import AsyncSandboxRuntime
 from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime._core.results import ExecResult
-from sandbox_runtime.integrations._harness_tasks import HARNESS_LABEL, RUN_LABEL, new_run_id
+from sandbox_runtime.integrations._harness_tasks import new_run_id
+from sandbox_runtime.integrations._sandbox_config import HarnessSandboxFieldsWithEnv
 
 __all__ = [
     "HARNESS_NAME",
@@ -115,29 +115,16 @@ exit $__sr_rc
 """
 
 
-class SandboxRuntimeDeploymentConfig(BaseModel):
-    """The deployment's settings (the keyword arguments of :class:`SandboxRuntimeDeployment`)."""
+class SandboxRuntimeDeploymentConfig(HarnessSandboxFieldsWithEnv):
+    """The deployment's settings (the keyword arguments of :class:`SandboxRuntimeDeployment`).
 
-    model_config = ConfigDict(extra="forbid")
+    The sandbox keys are every harness adapter's (:mod:`._sandbox_config`): ``image`` is the
+    backend's default when unset, ``workdir`` is where new sessions start, ``env`` reaches
+    every session and command.
+    """
 
     type: Literal["sandbox-runtime"] = "sandbox-runtime"
     """Discriminator, as SWE-ReX's own deployment configs carry one."""
-    backend: str = "docker"
-    """This library's backend (``local``, ``docker``, ``kubernetes``, ``ags``, ``e2b``, ...)."""
-    backend_options: dict[str, Any] = Field(default_factory=dict)
-    """The backend's options, as ``sandbox-runtime --backend-option`` takes them."""
-    image: str | None = None
-    """The sandbox's image (the backend's default when unset)."""
-    workdir: str = "/workspace"
-    """The sandbox's working directory (created at start); new sessions start there."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables every session and command sees."""
-    lifetime: float | str = "2h"
-    """How long the sandbox may live at most (``30m``, ``2h``, seconds)."""
-    resources: dict[str, Any] = Field(default_factory=dict)
-    """``cpus``, ``memory``, ``pids`` as :class:`~sandbox_runtime.SandboxConfig` takes them."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels of the sandbox, e.g. to find a run's sandboxes with ``list_sandboxes``."""
 
     def get_deployment(self) -> SandboxRuntimeDeployment:
         """The deployment, as SWE-ReX's configs' ``get_deployment`` returns theirs."""
@@ -326,17 +313,7 @@ class SandboxRuntimeDeployment(AbstractDeployment):  # type: ignore[misc,unused-
 
     def _sandbox_config(self) -> SandboxConfig:
         cfg = self.config
-        labels = {**cfg.labels, HARNESS_LABEL: HARNESS_NAME, RUN_LABEL: self.run_id}
-        return SandboxConfig(
-            backend=cfg.backend,
-            image=cfg.image,
-            workdir=cfg.workdir,
-            env=cfg.env,
-            lifetime=cfg.lifetime,
-            resources=cfg.resources,
-            labels=labels,
-            options=cfg.backend_options,
-        )
+        return cfg.sandbox_config(cfg.run_labels(HARNESS_NAME, self.run_id), env=cfg.env)
 
     async def start(self) -> None:
         """Start the sandbox (idempotent)."""

@@ -10,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from sandbox_runtime._core.aio import AsyncSandboxRuntime
-from sandbox_runtime._core.config import SandboxConfig
 from sandbox_runtime.errors import ConfigError
-from sandbox_runtime.integrations._harness_tasks import HARNESS_LABEL, RUN_LABEL, new_run_id
+from sandbox_runtime.integrations._harness_tasks import new_run_id
+from sandbox_runtime.integrations._sandbox_config import HarnessSandboxFields
 
 __all__ = ["HARNESS_NAME", "HarborSandbox", "HarborSandboxOptions"]
 
@@ -23,25 +21,15 @@ __all__ = ["HARNESS_NAME", "HarborSandbox", "HarborSandboxOptions"]
 HARNESS_NAME = "harbor"
 
 
-class HarborSandboxOptions(BaseModel):
-    """The environment's ``kwargs`` in a Harbor job config (``environment.kwargs``)."""
+class HarborSandboxOptions(HarnessSandboxFields):
+    """The environment's ``kwargs`` in a Harbor job config (``environment.kwargs``).
 
-    model_config = ConfigDict(extra="forbid")
+    The sandbox keys are every harness adapter's (:mod:`.._sandbox_config`): ``image``
+    defaults to the task's ``[environment] docker_image``; the variables come from Harbor.
+    """
 
-    backend: str = "docker"
-    """This library's backend (``local``, ``docker``, ``kubernetes``, ``ags``, ``e2b``, ...)."""
-    backend_options: dict[str, Any] = Field(default_factory=dict)
-    """The backend's options, as ``sandbox-runtime --backend-option`` takes them."""
-    image: str | None = None
-    """The sandbox's image; default: the task's ``[environment] docker_image``."""
     workdir: str = "/"
     """The sandbox's working directory, where commands without ``cwd`` run."""
-    lifetime: float | str = "2h"
-    """How long the sandbox may live at most (``30m``, ``2h``, seconds)."""
-    resources: dict[str, Any] = Field(default_factory=dict)
-    """``cpus``, ``memory``, ``pids`` as :class:`~sandbox_runtime.SandboxConfig` takes them."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels of the sandbox, e.g. to find a run's sandboxes with ``list_sandboxes``."""
 
 
 class HarborSandbox:
@@ -68,21 +56,14 @@ class HarborSandbox:
         if self._sandbox is not None:
             return
         opts = self.options
-        labels = {
-            **opts.labels,
-            HARNESS_LABEL: HARNESS_NAME,
-            RUN_LABEL: self.run_id,
-            "harbor-session": _label_value(self.session_id),
-        }
-        config = SandboxConfig(
-            backend=opts.backend,
+        labels = opts.run_labels(
+            HARNESS_NAME, self.run_id, **{"harbor-session": _label_value(self.session_id)}
+        )
+        config = opts.sandbox_config(
+            labels,
             image=opts.image or image,
-            workdir=opts.workdir,
             env=env,
-            lifetime=opts.lifetime,
             resources={**resources, **opts.resources},
-            labels=labels,
-            options=opts.backend_options,
         )
         sandbox = AsyncSandboxRuntime(config)
         await sandbox.start()

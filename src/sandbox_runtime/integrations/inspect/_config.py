@@ -12,35 +12,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import ConfigDict, ValidationError, field_serializer
 
 from sandbox_runtime._core.config import mask_secrets
 from sandbox_runtime.errors import ConfigError
+from sandbox_runtime.integrations._sandbox_config import HarnessSandboxFieldsWithEnv
 
 __all__ = ["SandboxRuntimeConfig", "resolve_config"]
 
 
-class SandboxRuntimeConfig(BaseModel):
-    """Which backend runs a sample's sandbox, and how (``extra`` keys are refused)."""
+class SandboxRuntimeConfig(HarnessSandboxFieldsWithEnv):
+    """Which backend runs a sample's sandbox, and how (``extra`` keys are refused).
+
+    The sandbox keys are every harness adapter's (:mod:`.._sandbox_config`): ``image`` is
+    unused for a task sample (the task names its own), ``workdir`` is the per-sample directory
+    relative paths resolve to (a task's: its own).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: str = "docker"
-    """This library's backend (``local``, ``docker``, ``kubernetes``, ``ags``, ``e2b``, ...)."""
-    backend_options: dict[str, Any] = Field(default_factory=dict)
-    """The backend's options, as ``sandbox-runtime --backend-option`` takes them."""
-    image: str | None = None
-    """The sandbox's image (unused for a task sample: the task names its own)."""
-    workdir: str = "/workspace"
-    """The per-sample working directory relative paths resolve to (a task's: its own)."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Variables every command sees."""
-    lifetime: float | str = "2h"
-    """How long a sample's sandbox may live at most (``30m``, ``2h``, seconds)."""
-    resources: dict[str, Any] = Field(default_factory=dict)
-    """``cpus``, ``memory``, ``pids`` as :class:`~sandbox_runtime.SandboxConfig` takes them."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels every sandbox of the task carries (besides the run's own)."""
     tasks: str | None = None
     """A task source of this library (``bundled``, ``bundled:r2e``, a JSONL file): each
     sample whose metadata names a ``task_id`` of it gets that task's prepared sandbox."""

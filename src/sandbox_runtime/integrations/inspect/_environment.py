@@ -132,7 +132,7 @@ class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc
     ) -> dict[str, SandboxEnvironment]:
         """Open the sample's sandbox (its task's, prepared, when the metadata names one)."""
         settings = resolve_config(config)
-        labels = {**settings.labels, HARNESS_LABEL: HARNESS_NAME, RUN_LABEL: _run_id(task_name)}
+        labels = settings.run_labels(HARNESS_NAME, _run_id(task_name))
         task_id = metadata.get(TASK_ID_KEY) if settings.tasks else None
         if settings.tasks and task_id:
             task = load_task(settings.tasks, str(task_id))
@@ -149,16 +149,7 @@ class SandboxRuntimeSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc
             }
             sync = await in_thread(open_prepared, task, prepared.model_copy(update=update))
             return {"default": cls(AsyncSandboxRuntime.wrap(sync), task)}
-        runtime = AsyncSandboxRuntime(
-            backend=settings.backend,
-            image=settings.image,
-            workdir=settings.workdir,
-            env=settings.env,
-            lifetime=settings.lifetime,
-            resources=settings.resources,
-            labels=labels,
-            options=settings.backend_options,
-        )
+        runtime = AsyncSandboxRuntime(settings.sandbox_config(labels, env=settings.env))
         await runtime.start()
         return {"default": cls(runtime)}
 
