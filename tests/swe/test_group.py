@@ -42,6 +42,7 @@ def _rewards(outcomes: list[TaskOutcome]) -> Counter[tuple[str, float | None]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 80 rollouts, each resolved one checked by benchmark grading's canary
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setups(
     tmp_path: Path, bundled_tasks: list[Task], backend: str

@@ -35,6 +35,7 @@ CANARY_INCONCLUSIVE = "inconclusive"
 _TIMEOUT = 120.0
 _ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NO_PYTEST = re.compile(r"No module named '?pytest'?\s*$", re.M)
 
 _SCRIPT = """\
 import importlib
@@ -121,13 +122,12 @@ def _run_both(
 ) -> Canary:
     """Pytest's verdict (when it is installed) and unittest's, tripped if either trips."""
     found: list[Canary | None] = []
-    probe = sandbox.exec(f'{python} -c "import pytest"', timeout=60, env=_ENV)
-    if probe.exit_code == 0:
-        run = sandbox.exec(
-            f"{python} -m pytest -rA -p no:cacheprovider -q {shlex.quote(file)}",
-            timeout=timeout,
-            env=_ENV,
-        )
+    run = sandbox.exec(
+        f"{python} -m pytest -rA -p no:cacheprovider -q {shlex.quote(file)}",
+        timeout=timeout,
+        env=_ENV,
+    )
+    if not _NO_PYTEST.search(run.output):  # an interpreter without pytest: unittest alone
         found.append(_pytest_verdict(run.output, run.exit_code, token))
         if found[-1] is not None and found[-1].tripped:
             return found[-1]
