@@ -124,9 +124,7 @@ def test_frames_only_when_asked_for(agent: tuple[str, str]) -> None:
 SCRIPT = r"printf '\377\000\376 not utf-8\n'; printf '\200err\n' >&2; exit 3"
 
 
-def test_frames_and_connect_give_the_same_events(
-    plain: EnvdClient, connect: EnvdClient
-) -> None:
+def test_frames_and_connect_give_the_same_events(plain: EnvdClient, connect: EnvdClient) -> None:
     def events(client: EnvdClient) -> list[tuple[str, object]]:
         answer = client.start(["/bin/sh", "-c", SCRIPT], envs={}, server_timeout=60)
         return [event for event in answer if event[0] != "start"]
@@ -143,9 +141,9 @@ def test_large_binary_output_arrives_exactly(plain: EnvdClient, tmp_path: Path) 
     source.write_bytes(os.urandom(3_000_000))
     result = _commands(plain).exec(ExecRequest(command=f"cat {source}", cwd="/", timeout=60))
     assert result.exit_code == 0
-    assert hashlib.sha256(result.stdout_bytes).digest() == hashlib.sha256(
-        source.read_bytes()
-    ).digest()
+    assert (
+        hashlib.sha256(result.stdout_bytes).digest() == hashlib.sha256(source.read_bytes()).digest()
+    )
 
 
 def test_output_caps_hold(plain: EnvdClient) -> None:
@@ -190,7 +188,8 @@ def test_a_timeout_kills_the_whole_tree(plain: EnvdClient, tmp_path: Path) -> No
     )
     began = time.monotonic()
     result = _commands(plain).exec(request)
-    assert result.timed_out and result.exit_code == 124
+    assert result.timed_out
+    assert result.exit_code == 124
     assert result.stdout_bytes == b"before\n"  # the output so far
     assert time.monotonic() - began < 30
     child = int(pid_file.read_text())
