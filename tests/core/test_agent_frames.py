@@ -15,7 +15,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -207,6 +207,7 @@ def test_the_server_deadline_ends_the_stream_with_a_typed_error(plain: EnvdClien
 
 def test_a_stream_given_up_early_leaves_the_pool_usable(plain: EnvdClient) -> None:
     events = plain.start(["/bin/sh", "-c", "sleep 0.5; echo late"], envs={}, server_timeout=60)
+    assert isinstance(events, Generator)
     kind, _pid = next(events)
     assert kind == "start"
     events.close()  # the caller stops reading: the connection is closed, not reused
