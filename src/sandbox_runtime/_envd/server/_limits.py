@@ -38,9 +38,11 @@ def raise_open_files() -> tuple[int, int]:
 def with_callers_limit(argv: list[str]) -> list[str]:
     """``argv``, started with the soft open-file limit envd itself was started with.
 
-    Through ``/bin/sh``'s ``ulimit -S -n`` (about half a millisecond, spent in the child):
-    ``preexec_fn`` would cost the event loop several milliseconds per start (it rules out
-    ``vfork``).  Unchanged when envd kept its limit.
+    Through the shell's ``ulimit -S -n``: put in front of the script of a shell's ``-c``
+    (every command of the library's wrapper), else in a ``/bin/sh`` around the program
+    (about half a millisecond, spent in the child).  ``preexec_fn`` would cost the event loop
+    several milliseconds per start (it rules out ``vfork``).  Unchanged when envd kept its
+    limit.
     """
     if _callers_soft_limit is None:
         return argv
