@@ -23,7 +23,10 @@ time themselves; every system runs the same code from ``benchmarks/peers/peer_op
 Operations: ``start`` (until the sandbox accepts commands), ``exec`` (``echo hi``), ``output``
 (1 MB of stdout), ``file`` (write then read a 1 MB file), ``rollout`` (60 agent commands in a
 small git repository: ls, cat, grep, sed -i, git diff, pytest), ``fanout`` (64 sandboxes at
-once, 20 execs each, then closed: wall time and failed sandboxes).  Each round runs each
+once, 20 execs each, then closed: wall time and failed sandboxes), and two failure rows of the
+agent systems, each on a fresh sandbox: ``stopped`` (the agent stopped with SIGSTOP, then a
+command: the time until its typed error) and ``fulltmp`` (the sandbox's /tmp state directory
+full, then a command with stdin: the time until ``SandboxNoSpaceError``).  Each round runs each
 operation for every system, in an order shuffled round by round, so load drifts and a
 neighbour's after-effects hit all alike.
 
@@ -53,13 +56,14 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import docker
 
-from sandbox_runtime import SandboxConfig, SandboxRuntime
+from sandbox_runtime import BackendError, SandboxConfig, SandboxNoSpaceError, SandboxRuntime
 from sandbox_runtime.backends.docker import DockerOptions
 
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
@@ -79,9 +83,22 @@ OPS = {
     "file": "write + read a 1 MB file",
     "rollout": "60 agent commands (ls, cat, grep, sed -i, git diff, pytest)",
     "fanout": "{sandboxes} sandboxes x {execs} execs",
+    "stopped": "a call after SIGSTOP of the agent: time to the typed error",
+    "fulltmp": "a call with stdin after /tmp filled up: time to the typed error",
 }
+# The failure rows: what a call costs when the agent path meets a fault (agent systems only).
+FAULT_OPS = ("stopped", "fulltmp")
 # Samples per system per round: the cheap operations get a few, so medians settle sooner.
-REPEATS = {"start": 1, "exec": 5, "output": 3, "file": 3, "rollout": 1, "fanout": 1}
+REPEATS = {
+    "start": 1,
+    "exec": 5,
+    "output": 3,
+    "file": 3,
+    "rollout": 1,
+    "fanout": 1,
+    "stopped": 1,
+    "fulltmp": 1,
+}
 SYSTEMS = ["raw", "floor", "native", "agent", "agent-on", "mini", "swerex", "swerex-session"]
 LABELS = {
     "raw": "raw docker-py",
@@ -191,6 +208,10 @@ class LibraryBox:
     def __init__(self, config: SandboxConfig) -> None:
         self._sandbox = SandboxRuntime(config).start()
 
+    @property
+    def sandbox(self) -> SandboxRuntime:
+        return self._sandbox
+
     def run(self, command: str, cwd: str | None = None) -> tuple[int, bytes]:
         result = self._sandbox.exec(command, cwd=cwd)
         return result.exit_code, result.stdout_bytes
@@ -212,18 +233,90 @@ def agent_options() -> tuple[dict[str, Any], dict[str, Any] | None]:
     return {}, None
 
 
+# --- the failure rows ---------------------------------------------------------------------
+
+# The process that started a command: the agent, or nothing the container sees (docker exec).
+_PARENT = "cat /proc/$PPID/comm 2>/dev/null || echo outside"
+# /dev/shm is a 64 MiB tmpfs: the agent's state directory (where stdin waits) moved there and
+# filled, as tests/reliability/test_agent_faults.py does.
+_FILL_STATE_DIR = (
+    "mkdir -p /tmp/.sandbox-runtime && mv /tmp/.sandbox-runtime /dev/shm/state"
+    " && ln -s /dev/shm/state /tmp/.sandbox-runtime;"
+    " dd if=/dev/zero of=/dev/shm/fill bs=1M count=100 2>/dev/null; true"
+)
+
+
+def _await_agent(sandbox: SandboxRuntime) -> None:
+    deadline = time.monotonic() + 60
+    while sandbox.exec(_PARENT).stdout.strip() != "sandbox-agent":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the agent never answered")
+        time.sleep(0.05)
+
+
+def time_fault(op: str, start: Callable[[], LibraryBox], client: Any) -> dict[str, Any]:
+    """On a fresh sandbox whose agent answers: cause the fault, then time one call to its error.
+
+    ``stopped``: the agent gets SIGSTOP (by an exec of the engine's own); the call must fail
+    with a :class:`BackendError` that says the agent stopped answering.  ``fulltmp``: the
+    state directory is full; a command with stdin must fail with ``SandboxNoSpaceError``.
+    """
+    box = start()
+    try:
+        sandbox = box.sandbox
+        _await_agent(sandbox)
+        if op == "stopped":
+            argv = ["pkill", "-STOP", "-f", "sandbox-agent"]
+            client.api.exec_start(client.api.exec_create(sandbox.id, argv))
+        else:
+            sandbox.exec(_FILL_STATE_DIR, check=True)
+        began = time.perf_counter()
+        try:
+            if op == "stopped":
+                sandbox.exec("touch /tmp/ran", timeout=5)
+            else:
+                sandbox.exec("cat", stdin=b"abc")
+        except SandboxNoSpaceError:
+            if op == "fulltmp":
+                return {"seconds": time.perf_counter() - began}
+            raise
+        except BackendError as exc:
+            if op == "stopped" and "stopped answering" in str(exc):
+                return {"seconds": time.perf_counter() - began}
+            raise
+        return {"error": f"{op}: the call succeeded"}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        box.close()
+
+
 # --- the systems under test, in or out of this process -----------------------------------
 
 
 class InProcess:
-    """A system driven from this process: one sandbox kept for the per-command operations."""
+    """A system driven from this process: one sandbox kept for the per-command operations.
 
-    def __init__(self, label: str, start: Starter) -> None:
+    ``faults``, for the agent systems, runs a failure row (:data:`FAULT_OPS`); without it those
+    rows are n/a.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        start: Starter,
+        faults: Callable[[str], dict[str, Any]] | None = None,
+    ) -> None:
         self.label = label
         self._start = start
+        self._faults = faults
         self._box = start()
 
     def run(self, op: str, sandboxes: int, execs: int) -> dict[str, Any]:
+        if op in FAULT_OPS:
+            if self._faults is None:
+                return {"unsupported": "no in-sandbox agent"}
+            return self._faults(op)
         return handle(op, self._start, self._box, sandboxes, execs)
 
     def close(self) -> None:
@@ -257,6 +350,8 @@ class Worker:
                 return answer
 
     def run(self, op: str, sandboxes: int, execs: int) -> dict[str, Any]:
+        if op in FAULT_OPS:
+            return {"unsupported": "no in-sandbox agent of this library"}
         assert self._process.stdin is not None
         request = {"op": op, "sandboxes": sandboxes, "execs": execs}
         self._process.stdin.write(json.dumps(request) + "\n")
@@ -380,7 +475,7 @@ def chart(results: dict[str, Any], path: str) -> None:
     )
     for index, op in enumerate(ops):
         axis = axes[index // columns][index % columns]
-        scale, unit = (1.0, "s") if op in ("rollout", "fanout") else (1e3, "ms")
+        scale, unit = (1.0, "s") if op in ("rollout", "fanout", "stopped") else (1e3, "ms")
         rows_here = [table[op].get(name) for name in names]
         medians = [row.median * scale if row else 0.0 for row in rows_here]
         axis.barh(
@@ -439,7 +534,11 @@ def open_system(name: str, args: argparse.Namespace, client: Any, log: TextIO) -
             return "this checkout has no agent path"
         options = fast if name == "agent" else {**fast, "agent": "on"}
         config = base.model_copy(update={"options": options})
-        return InProcess(LABELS[name], lambda: LibraryBox(config))
+        return InProcess(
+            LABELS[name],
+            lambda: LibraryBox(config),
+            lambda op: time_fault(op, lambda: LibraryBox(config), client),
+        )
     if name == "mini":
         python = args.mini_python or peer_python(args.peers_dir, "mini")
         if python is None:

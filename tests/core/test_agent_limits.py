@@ -75,6 +75,21 @@ def test_the_agent_lifts_its_own_open_file_limit_not_its_commands(
     assert soft == hard  # its own soft limit lifted to the hard one
     # A command starts with the limit the agent was given, as under docker exec.
     assert _output(client, "ulimit -S -n") == f"{SOFT_LIMIT}\n"
+    # A shell's script gets the limit in front of it, in the same shell (no second one), and
+    # keeps its own arguments; any other program gets it through a /bin/sh around it.
+    events = client.start(
+        ["/bin/sh", "-c", 'echo "$0 $1"; ulimit -S -n; cat /proc/$$/cmdline', "zero", "one"],
+        envs={},
+        server_timeout=60,
+    )
+    lines = b"".join(data for kind, data in events if kind == "stdout").split(b"\n")
+    assert lines[:2] == [b"zero one", str(SOFT_LIMIT).encode()]
+    shell, flag, script = lines[2].split(b"\0")[:3]
+    assert (shell, flag) == (b"/bin/sh", b"-c")
+    assert script.startswith(b"ulimit -S -n")  # one shell, its script prefixed
+    events = client.start(["/usr/bin/env", "sh", "-c", "ulimit -S -n"], envs={}, server_timeout=60)
+    output = b"".join(data for kind, data in events if kind == "stdout")
+    assert output == f"{SOFT_LIMIT}\n".encode()
 
     def one(i: int) -> str:
         return _output(client, f"sleep 1; echo {i}")

@@ -108,7 +108,7 @@ class PlainHttp:
         """POST ``body`` (sent once, never again) and read the answer's head; close it after."""
         connection = self._take() or self._connect()
         with _closed_on_failure(connection, f"POST {target}"):
-            connection.request("POST", target, body=body, headers=dict(headers))
+            _send(connection, "POST", target, body, headers)
             self._await_answer(connection, f"POST {target}")
             response = connection.getresponse()
         assert connection.sock is not None
@@ -229,7 +229,7 @@ class PlainHttp:
         headers: Mapping[str, str],
     ) -> PlainResponse:
         with _closed_on_failure(connection, f"{method} {target}"):
-            connection.request(method, target, body=body, headers=dict(headers))
+            _send(connection, method, target, body, headers)
             self._await_answer(connection, f"{method} {target}")
             response = connection.getresponse()
             content = response.read()
@@ -300,6 +300,32 @@ def _closed_on_failure(connection: http.client.HTTPConnection, what: str) -> Ite
     except BaseException:
         connection.close()
         raise
+
+
+def _send(
+    connection: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+) -> None:
+    """Send one request, its head and body in one segment where Linux allows.
+
+    ``http.client`` sends the head and the body in two calls, and with ``TCP_NODELAY`` each
+    is a segment of its own: the server wakes for the head, then again for the body.
+    ``TCP_CORK`` holds them until it is cleared, which sends what is held at once.
+    """
+    sock = connection.sock
+    cork = getattr(socket, "TCP_CORK", None) if sock is not None and body else None
+    if cork is None or sock is None:
+        connection.request(method, target, body=body, headers=dict(headers))
+        return
+    sock.setsockopt(socket.IPPROTO_TCP, cork, 1)
+    try:
+        connection.request(method, target, body=body, headers=dict(headers))
+    finally:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, cork, 0)
 
 
 def _lowered(response: http.client.HTTPResponse) -> dict[str, str]:

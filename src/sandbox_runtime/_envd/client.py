@@ -49,6 +49,7 @@ from sandbox_runtime.errors import (
 )
 
 from ._plain_http import PlainHttp
+from .server import _frames
 
 __all__ = [
     "ENVD_PORT",
@@ -516,6 +517,8 @@ class EnvdClient:
         if server_timeout is not None:
             headers["Connect-Timeout-Ms"] = str(int(server_timeout * 1000))
         if self._plain is not None:
+            # Our own agent on the local link: ask for its lean frames (envd ignores this).
+            headers[_frames.HEADER] = _frames.VERSION
             yield from self._plain_start(body, headers)
             return
         request = self._client.build_request(
@@ -554,7 +557,10 @@ class EnvdClient:
                 content = b"".join(answer.pieces())
                 failed = httpx.Response(answer.status, headers=answer.headers, content=content)
                 raise _start_refused(self._error_for(failed, "start"))
-            yield from _events(answer.pieces())
+            if answer.headers.get("content-type", "").startswith(_frames.CONTENT_TYPE):
+                yield from _frame_events(answer.pieces())
+            else:
+                yield from _events(answer.pieces())
         finally:
             answer.close()
 
@@ -608,3 +614,47 @@ def _events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
                 end = event["end"]
                 yield "end", (int(end.get("exitCode", 0)), str(end.get("status", "")))
             # keepalive events carry nothing
+
+
+_FRAME_HEAD = struct.Struct(">BI")
+_FRAME_OUTPUT = {_frames.STDOUT: "stdout", _frames.STDERR: "stderr"}
+
+
+def _frame_events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
+    """Decode a ``Start`` stream of the agent's frames (:mod:`.server._frames`) into events.
+
+    The same events and errors as :func:`_events` gives for the Connect stream; output comes
+    out as the agent read it, sliced from what arrived without decoding.
+    """
+    pending = b""
+    for chunk in chunks:
+        data = pending + chunk if pending else chunk
+        offset, size = 0, len(data)
+        while size - offset >= 5:
+            kind, length = _FRAME_HEAD.unpack_from(data, offset)
+            if size - offset - 5 < length:
+                break
+            payload = data[offset + 5 : offset + 5 + length]
+            offset += 5 + length
+            if kind in _FRAME_OUTPUT:
+                if payload:
+                    yield _FRAME_OUTPUT[kind], payload
+            elif kind == _frames.START:
+                yield "start", int(payload or b"0")
+            elif kind == _frames.END:
+                end = json.loads(payload or b"{}")
+                yield "end", (int(end.get("exitCode", 0)), str(end.get("status", "")))
+            elif kind == _frames.CLOSE:
+                for _ in chunks:  # to the body's end: the connection goes back to the pool
+                    pass
+                closing = json.loads(payload or b"{}")
+                error = closing.get("error") if isinstance(closing, dict) else None
+                if error:
+                    raise EnvdError(
+                        f"the command's stream ended with {error.get('code')}: "
+                        f"{error.get('message', '')}",
+                        code=str(error.get("code")),
+                    )
+                return
+            # keepalive (and a kind this client does not know) carries nothing for it
+        pending = data[offset:]

@@ -12,16 +12,17 @@ non-dumpable (see :func:`_keep_memory_private`).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import logging
 import os
-import signal
+import socket
 import sys
 
-from ._http import serve
 from ._limits import raise_open_files
-from .app import EnvdApp
+
+# asyncio and the application are imported only once the port listens (see main): they are
+# most of the agent's start, and a client may connect meanwhile.
+
+#: Connections the kernel queues before the server takes them (see ``_http._BACKLOG``).
+_BACKLOG = 4096
 
 
 def _write_port(path: str, port: int) -> None:
@@ -85,6 +86,47 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    token = os.environ.pop("ENVD_ACCESS_TOKEN", None)
+    if args.token_file:
+        token = _take_token(args.token_file)
+        _keep_memory_private()
+    # Listen first, import the rest after: a client that connects meanwhile (the backend's
+    # readiness probe) waits in the backlog and is answered as soon as the server runs,
+    # instead of being refused and trying again a probe interval later.
+    return _serve(args, _listen(args.host, args.port), token)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host:port``.
+
+    Made with its protocol named (``IPPROTO_TCP``): asyncio sets ``TCP_NODELAY`` only on
+    connections whose socket says it is TCP, and without it every small answer waits for
+    the client's delayed acknowledgement (40 ms).
+    """
+    family, kind, proto, _name, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(_BACKLOG)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def _serve(args: argparse.Namespace, listener: socket.socket, token: str | None) -> int:
+    """Import the server, then serve on ``listener`` until SIGTERM or SIGINT."""
+    import asyncio
+    import contextlib
+    import logging
+    import signal
+
+    from ._http import serve
+    from .app import EnvdApp
+
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="envd %(levelname)s %(name)s: %(message)s",
@@ -96,10 +138,6 @@ def main(argv: list[str] | None = None) -> int:
         keep_env=tuple(args.keep_env),
         exec_like=args.exec_like,
     )
-    token = os.environ.pop("ENVD_ACCESS_TOKEN", None)
-    if args.token_file:
-        token = _take_token(args.token_file)
-        _keep_memory_private()
     if token:
         app.access_token = token
 
@@ -114,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         assert task is not None
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, task.cancel)
-        await serve(app, host=args.host, port=args.port, on_ready=ready)
+        await serve(app, sock=listener, on_ready=ready)
 
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
         asyncio.run(run())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
@@ -196,6 +197,7 @@ class _Exchange:
         "chunked",
         "disconnected",
         "done",
+        "head",
         "keep_alive",
         "started",
         "writer",
@@ -207,6 +209,7 @@ class _Exchange:
         self.keep_alive = keep_alive
         self.disconnected = asyncio.Event()
         self.body_sent = False
+        self.head = b""
         self.started = False
         self.chunked = False
         self.done = False
@@ -232,13 +235,19 @@ class _Exchange:
             return
         data = bytes(message.get("body", b""))
         more = bool(message.get("more_body", False))
+        # One write per message, the head held back until the first body: each write is a
+        # segment on the wire and a wakeup of the reader at the other end.
+        out = [self.head] if self.head else []
+        self.head = b""
         if self.chunked:
             if data:
-                self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                out += (f"{len(data):x}\r\n".encode(), data, b"\r\n")
             if not more:
-                self.writer.write(b"0\r\n\r\n")
+                out.append(b"0\r\n\r\n")
         elif data:
-            self.writer.write(data)
+            out.append(data)
+        if out:
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
         if not more:
             self.done = True
         try:
@@ -263,7 +272,7 @@ class _Exchange:
             out_headers.append(("Connection", "close"))
         head_lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
         head_lines += [f"{k}: {v}" for k, v in out_headers]
-        self.writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode("latin-1"))
+        self.head = ("\r\n".join(head_lines) + "\r\n\r\n").encode("latin-1")
         self.started = True
 
 
@@ -282,9 +291,13 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
+    sock: socket.socket | None = None,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve ``app`` on ``host:port`` until cancelled; ``on_ready`` gets the bound port."""
+    """Serve ``app`` on ``host:port`` (or the listening ``sock``) until cancelled.
+
+    ``on_ready`` gets the bound port.
+    """
     connections: set[asyncio.Task[None]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -298,7 +311,14 @@ async def serve(
         finally:
             connections.discard(task)
 
-    server = await asyncio.start_server(handle, host, port, limit=_STREAM_LIMIT, backlog=_BACKLOG)
+    if sock is not None:
+        server = await asyncio.start_server(
+            handle, sock=sock, limit=_STREAM_LIMIT, backlog=_BACKLOG
+        )
+    else:
+        server = await asyncio.start_server(
+            handle, host, port, limit=_STREAM_LIMIT, backlog=_BACKLOG
+        )
     bound = server.sockets[0].getsockname()[1]
     if on_ready is not None:
         on_ready(int(bound))

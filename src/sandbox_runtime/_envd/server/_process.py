@@ -21,6 +21,7 @@ process, so nothing here depends on asyncio's child watchers.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import signal
@@ -30,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._connect import ConnectError, b64
+from ._connect import ConnectError
 from ._limits import with_callers_limit
 from ._pty import open_pty, pty_argv, resize
 from ._users import User
 
-__all__ = ["ManagedProcess", "ProcessManager"]
+__all__ = ["Events", "ManagedProcess", "ProcessManager"]
 
 CHUNK = 32 * 1024
 # After the process exits, children it left behind may hold the pipes open forever; what
@@ -97,6 +98,50 @@ def _go_status(returncode: int) -> str:
     return f"signal: {words.get(name, name.lower().removeprefix('sig'))}"
 
 
+class Events:
+    """One stream's events in order, then ``None``: a queue that waits without a task.
+
+    ``asyncio.wait_for(queue.get(), t)`` makes a task and a timer per event; a stream waits
+    for every event of every command, so it waits here on one future, woken by ``put``.
+    """
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Event | None] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, event: Event | None) -> None:
+        """Add an event (``None``: the last one) and wake the waiting stream."""
+        self._items.append(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def empty(self) -> bool:
+        """Whether no event is waiting."""
+        return not self._items
+
+    def take(self) -> Event | None:
+        """The next event; only when one is waiting (see :meth:`empty`)."""
+        return self._items.popleft()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until an event is waiting, at most ``timeout`` seconds; whether one is."""
+        if self._items:
+            return True
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _settle, waiter, None)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return bool(self._items)
+
+
 @dataclass
 class ManagedProcess:
     """One started process and the streams listening to it."""
@@ -107,7 +152,7 @@ class ManagedProcess:
     popen: subprocess.Popen[bytes]
     tty: int | None = None
     """The pty master of a PTY process (its output and input), else None."""
-    listeners: list[asyncio.Queue[Event | None]] = field(default_factory=list)
+    listeners: list[Events] = field(default_factory=list)
     end: Event | None = None
     stdin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -116,18 +161,18 @@ class ManagedProcess:
     supervisor: asyncio.Task[None] | None = None
     """The task that follows the process to its end (held so it is not collected)."""
 
-    def subscribe(self) -> asyncio.Queue[Event | None]:
+    def subscribe(self) -> Events:
         """A queue receiving every event from now on, then ``None``."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        queue = Events()
         if self.finished.is_set():
             if self.end is not None:
-                queue.put_nowait({"end": self.end})
-            queue.put_nowait(None)
+                queue.put({"end": self.end})
+            queue.put(None)
         else:
             self.listeners.append(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[Event | None]) -> None:
+    def unsubscribe(self, queue: Events) -> None:
         """Stop delivering events to ``queue`` (its stream went away)."""
         with contextlib.suppress(ValueError):
             self.listeners.remove(queue)
@@ -135,7 +180,7 @@ class ManagedProcess:
     def publish(self, event: Event | None) -> None:
         """Deliver one event (``None`` closes the streams) to every listener."""
         for queue in list(self.listeners):
-            queue.put_nowait(event)
+            queue.put(event)
 
     def info(self) -> dict[str, Any]:
         """The ``ProcessInfo`` message of ``List``."""
@@ -183,7 +228,7 @@ class ProcessManager:
 
     async def start(
         self, request: dict[str, Any], *, timeout: float | None, user: User
-    ) -> tuple[ManagedProcess, asyncio.Queue[Event | None]]:
+    ) -> tuple[ManagedProcess, Events]:
         """Start the process of a ``StartRequest`` as ``user``; returns it and its events."""
         config = dict(request.get("process") or {})
         cmd = config.get("cmd") or ""
@@ -247,25 +292,34 @@ class ProcessManager:
     ) -> None:
         loop = asyncio.get_running_loop()
         _watch_exit(loop, proc.popen, exited)
+        # Futures settled by the pipes' reader callbacks, and a timer for the deadline: no
+        # task per pipe and none for the wait, each of which costs every command its share.
         if proc.tty is not None:
-            readers = [loop.create_task(self._pump(proc, proc.tty, "pty"))]
+            readers = [self._pump(proc, proc.tty, "pty")]
         else:
             readers = [
-                loop.create_task(self._pump(proc, proc.popen.stdout, "stdout")),
-                loop.create_task(self._pump(proc, proc.popen.stderr, "stderr")),
+                self._pump(proc, proc.popen.stdout, "stdout"),
+                self._pump(proc, proc.popen.stderr, "stderr"),
             ]
         deadline_hit = False
+
+        def deadline() -> None:
+            nonlocal deadline_hit
+            if not exited.done():
+                deadline_hit = True
+                with contextlib.suppress(ProcessLookupError):
+                    proc.popen.kill()
+
+        timer = None if timeout is None else loop.call_later(timeout, deadline)
         try:
-            await asyncio.wait_for(asyncio.shield(exited), timeout)
-        except asyncio.TimeoutError:
-            deadline_hit = True
-            with contextlib.suppress(ProcessLookupError):
-                proc.popen.kill()
-            await exited
-        returncode = exited.result()
-        _done, pending = await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT)
-        for task in pending:
-            task.cancel()
+            returncode = await asyncio.shield(exited)  # others await it too (send_signal)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if not all(reader.done() for reader in readers):
+            await asyncio.wait(readers, timeout=_DRAIN_AFTER_EXIT)
+        for reader in readers:
+            _settle(reader, None)  # stops a pipe that children still hold: see _pump
         for stream in (proc.popen.stdout, proc.popen.stderr, proc.popen.stdin):
             if stream is not None:
                 with contextlib.suppress(OSError, ValueError):
@@ -292,8 +346,8 @@ class ProcessManager:
         proc.finished.set()
         proc.publish(None)
 
-    async def _pump(self, proc: ManagedProcess, pipe: Any, name: str) -> None:
-        """Publish what the pipe gives until it ends; one reader for the pipe's whole life."""
+    def _pump(self, proc: ManagedProcess, pipe: Any, name: str) -> asyncio.Future[None]:
+        """Publish what the pipe gives until it ends; settled at its end (or to stop it)."""
         loop = asyncio.get_running_loop()
         fd = pipe if isinstance(pipe, int) else pipe.fileno()
         os.set_blocking(fd, False)
@@ -301,6 +355,9 @@ class ProcessManager:
 
         def readable() -> None:
             for _ in range(_READS_PER_WAKEUP):  # then let other work run; epoll calls again
+                if ended.done():  # stopped: what children print later is not its output
+                    loop.remove_reader(fd)
+                    return
                 try:
                     chunk = os.read(fd, CHUNK)
                 except BlockingIOError:
@@ -311,13 +368,10 @@ class ProcessManager:
                     loop.remove_reader(fd)
                     _settle(ended, None)
                     return
-                proc.publish({"data": {name: b64(chunk)}})
+                proc.publish({"data": {name: chunk}})  # raw: each stream encodes its own way
 
-        loop.add_reader(fd, readable)
-        try:
-            await ended
-        finally:
-            loop.remove_reader(fd)
+        loop.add_reader(fd, readable)  # removed at its end, or by _supervise before the close
+        return ended
 
     async def send_input(self, selector: dict[str, Any], data: bytes, *, pty: bool = False) -> None:
         """Write ``data`` to the process's stdin (or its pty) without blocking the loop."""
