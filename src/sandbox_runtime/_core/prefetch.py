@@ -251,16 +251,8 @@ class Prefetcher:
             while True:
                 if self._closing.is_set():
                     raise SandboxClosedError("this prefetcher was closed")
-                parked = self._ready.get(key)
-                if parked:
-                    item = parked.popleft()
-                    if item.lease is not None:
-                        # Stopping joins a renewal in flight (seconds, under a rate limit):
-                        # never under this lock, never on the taker's path.  One more
-                        # renewal after hand-out only moves the end later.
-                        self._stoppers.submit(item.lease.stop)
-                    runtime = item.runtime
-                    self._fill()  # its place ahead is free
+                runtime = self._unpark(key)
+                if runtime is not None:
                     return runtime, None
                 returned = self._returned.get(key)
                 if returned:  # a failed background start: start it here, for its error
@@ -300,18 +292,27 @@ class Prefetcher:
         with self._cond:
             if self._unclaimed(key) is not None:
                 return
-            parked = self._ready.get(key)
-            if parked:
-                item = parked.popleft()
-                if item.lease is not None:
-                    self._stoppers.submit(item.lease.stop)
-                runtime = item.runtime
+            runtime = self._unpark(key)
+            if runtime is not None:
                 self._counts.discarded += 1
-                self._fill()
             elif self._starting[key] > 0:
                 self._forgone[key] += 1
         if runtime is not None:
             _close_quietly(runtime)
+
+    def _unpark(self, key: str) -> SandboxRuntime | None:
+        """The first parked sandbox of ``key``, its parking lease stopped (lock held)."""
+        parked = self._ready.get(key)
+        if not parked:
+            return None
+        item = parked.popleft()
+        if item.lease is not None:
+            # Stopping joins a renewal in flight (seconds, under a rate limit): never under
+            # this lock, never on the taker's path.  One more renewal after hand-out only
+            # moves the end later.
+            self._stoppers.submit(item.lease.stop)
+        self._fill()  # its place ahead is free
+        return item.runtime
 
     # -- filling (lock held) -----------------------------------------------------------
 

@@ -594,13 +594,7 @@ def _events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
                 # connection back to the pool; one closed early costs a new connection.
                 for _ in chunks:
                     pass
-                error = message.get("error") if isinstance(message, dict) else None
-                if error:
-                    raise EnvdError(
-                        f"the command's stream ended with {error.get('code')}: "
-                        f"{error.get('message', '')}",
-                        code=str(error.get("code")),
-                    )
+                _raise_stream_error(message)
                 return
             event = message.get("event") or {}
             if "start" in event:
@@ -647,14 +641,17 @@ def _frame_events(chunks: Iterator[bytes]) -> Iterator[ProcessEvent]:
             elif kind == _frames.CLOSE:
                 for _ in chunks:  # to the body's end: the connection goes back to the pool
                     pass
-                closing = json.loads(payload or b"{}")
-                error = closing.get("error") if isinstance(closing, dict) else None
-                if error:
-                    raise EnvdError(
-                        f"the command's stream ended with {error.get('code')}: "
-                        f"{error.get('message', '')}",
-                        code=str(error.get("code")),
-                    )
+                _raise_stream_error(json.loads(payload or b"{}"))
                 return
             # keepalive (and a kind this client does not know) carries nothing for it
         pending = data[offset:]
+
+
+def _raise_stream_error(closing: Any) -> None:
+    """Raise the error a command stream's closing message carries, if it carries one."""
+    error = closing.get("error") if isinstance(closing, dict) else None
+    if error:
+        raise EnvdError(
+            f"the command's stream ended with {error.get('code')}: {error.get('message', '')}",
+            code=str(error.get("code")),
+        )
