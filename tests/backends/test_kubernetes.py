@@ -4,6 +4,7 @@ and the v4 exec protocol fallback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -273,6 +274,35 @@ def test_missing_image_is_a_clear_start_error_and_leaves_no_pod(
         pod.metadata.deletion_timestamp or pod.status.phase == "Running" for pod in leftovers
     ), "the failed pod was left behind"
     assert not [p for p in leftovers if p.spec.containers[0].image.endswith("does-not-exist:nope")]
+
+
+def test_a_start_that_pulled_its_image_counts_the_pull(
+    k8s_emulator: Any, docker_image: str, tmp_path: Path
+) -> None:
+    """Accounting's ``pulls`` on kubernetes: the kubelet's ``Pulling`` events of the pod."""
+    import docker
+
+    from tests.backends.local_registry import LocalRegistry, registry_problem
+    from tests.conftest import require
+
+    require(registry_problem())
+    registry = LocalRegistry(tmp_path)
+    client = docker.from_env(timeout=120)
+    image = f"127.0.0.1:{registry.port}/sandbox-runtime-test/k8s-pull:{os.getpid()}"
+    try:
+        client.images.get(docker_image).tag(image)
+        client.images.push(image)
+        client.images.remove(image)  # the node no longer has it: the pod's start pulls it
+        with SandboxRuntime(_config(k8s_emulator, image)) as pulled:
+            assert pulled.exec("echo hi").stdout == "hi\n"
+            assert pulled.usage.pulls == 1
+        with SandboxRuntime(_config(k8s_emulator, image)) as cached:
+            assert cached.usage.pulls == 0  # present on the node: no Pulling event
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            client.images.remove(image)
+        client.close()
+        registry.close()
 
 
 def test_unschedulable_pod_times_out_with_the_reason(k8s_emulator: Any, docker_image: str) -> None:

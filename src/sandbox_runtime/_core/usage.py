@@ -65,7 +65,10 @@ class SandboxUsage:
     """Of those, how many started from a checkpoint (a fork, ``from_checkpoint``) rather than
     from their image: the starts a group or a prepared state saved a setup for."""
     pulls: int = 0
-    """Image pulls their starts waited for (counted by backends that pull: docker)."""
+    """Image pulls their starts waited for.
+
+    Docker counts its own pulls, kubernetes each pod's ``Pulling`` events; 0 elsewhere.
+    """
     start_latency: float = 0.0
     """Seconds ``start()`` took (summed over sandboxes)."""
     sandbox_seconds: float = 0.0

@@ -312,6 +312,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         self._started = True
         try:
             self._wait_running(cluster, began + self.config.start_timeout)
+            self.start_pulls += self._pulls(cluster)
             self._prepare(began + self.config.start_timeout)
             if self.options.agent != "off":
                 link = self._start_agent()
@@ -483,6 +484,28 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
                 )
             time.sleep(delay)
             delay = min(delay * 1.25, 1.0)
+
+    def _pulls(self, cluster: Cluster) -> int:
+        """The image pulls this pod's start waited for: the kubelet's ``Pulling`` events.
+
+        Read once the pod runs, for the run's accounting (``pulls``).  The kubelet records a
+        ``Pulling`` event only when the image was not on the node.  A cluster that does not
+        let this account list events, or does not answer, counts none: accounting never
+        fails a start.
+        """
+        try:
+            events = read_json(
+                cluster.api.list_namespaced_event(
+                    cluster.namespace,
+                    field_selector=f"involvedObject.name={self._pod},reason=Pulling",
+                    _preload_content=False,
+                    _request_timeout=self.options.api_timeout,
+                )
+            )
+        except Exception as exc:  # see the docstring: accounting never fails a start
+            logger.debug("could not list the events of pod %s: %s", self._pod, exc)
+            return 0
+        return len(events.get("items") or []) if isinstance(events, dict) else 0
 
     def _prepare(self, deadline: float) -> None:
         """Create the workdir and learn the shell and the exec protocol, in one exec."""
