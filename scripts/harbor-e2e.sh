@@ -1,68 +1,62 @@
 #!/usr/bin/env bash
-# Harbor's own runner on the Harbor environment, end to end, on a machine with only Python 3.11.
+# The Harbor tests under Harbor's current release, on a machine with only Python 3.11.
 #
-#   sudo bash scripts/harbor-e2e.sh [ROOT]     # ROOT: where the chroot lives (default /tmp/harbor-trixie)
+#   sudo bash scripts/harbor-e2e.sh [--prepare-only] [ROOT]   # ROOT: default ~/.cache/sandbox-runtime/harbor-trixie
 #
 # Every Harbor release requires Python >= 3.12 (docs/harnesses.md), which Debian 12 lacks, so
-# this builds a Debian 13 (trixie, Python 3.13) chroot from Debian's mirror, installs Harbor
-# 0.26.0 and this checkout there, and runs `harbor run` with Harbor's oracle agent (gold) and
-# nop agent (null) on tests/harnesses/harbor_task/hello, on the local and docker backends
-# (the host's Docker engine through its socket).  It expects rewards 1 and 0 and that no
-# sandbox labelled harness=harbor is left.  Not part of CI: the chroot takes minutes to build.
+# this builds a Debian 13 (trixie, Python 3.13) chroot from Debian's mirror and installs
+# Harbor's current PyPI release, this checkout ([docker,ags]) and its emulators there.  Then it
+# runs, inside: tests/harnesses/test_harbor.py (the environment's methods over Harbor's real
+# base class and trial objects) and tests/harnesses/test_harbor_runner.py (Harbor's own
+# `harbor run`, oracle 1 and nop 0, on local, docker and the AGS emulator), with the host's
+# Docker engine through its socket.  scripts/test.sh (CI) runs the preparation in the
+# background during the main test run, then this.  --prepare-only: build and install, no tests.
 # Needs root (debootstrap, unshare, chroot); the mounts live in a private mount namespace, so
-# nothing stays mounted after it exits.  Idempotent: an existing chroot is reused.
+# nothing stays mounted after it exits.  Idempotent: an existing chroot is reused, and Harbor
+# is upgraded to the current release on each preparation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src="$(pwd)"
-root="${1:-/tmp/harbor-trixie}"
-image="${SANDBOX_RUNTIME_TEST_IMAGE:-sandbox-runtime-test/base:bookworm}"
+prepare_only=0
+if [ "${1:-}" = "--prepare-only" ]; then prepare_only=1; shift; fi
+root="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/sandbox-runtime/harbor-trixie}"
 
 if [ ! -x "$root/usr/bin/python3" ]; then
-  mkdir -p "$root"
+  rm -rf "$root.partial"
+  mkdir -p "$root.partial"
   debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,bubblewrap,ca-certificates \
-    trixie "$root" http://deb.debian.org/debian
+    trixie "$root.partial" http://deb.debian.org/debian >"$root.debootstrap.log" 2>&1 \
+    || { tail -20 "$root.debootstrap.log"; exit 1; }
+  mv "$root.partial" "$root"
 fi
 # The host's name resolution and certificates (a proxy's CA, if any), and a plain pip config.
 cp /etc/resolv.conf /etc/hosts "$root/etc/"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$root/etc/pip.conf"
-mkdir -p "$root/src" "$root/task"
+mkdir -p "$root/src" "$root/root"
 touch "$root/run-docker.sock"
-task="$(mktemp -d)"
-cp -r tests/harnesses/harbor_task/hello "$task/"
-sed -i "s|^docker_image = .*|docker_image = \"$image\"|" "$task/hello/task.toml"
-printf 'FROM %s\n' "$image" >"$task/hello/environment/Dockerfile"
 
 inside() {
   # The chroot's root must be a mount point for bubblewrap ("Failed to make / slave").
   unshare -m --propagation private bash -c '
     R=$1; mount --bind "$R" "$R"; mount -t proc proc "$R/proc"
     mount --rbind /dev "$R/dev"; mount --rbind /sys "$R/sys"
-    mount --bind "$2" "$R/src"; mount --bind "$3" "$R/task"
+    mount --bind "$2" "$R/src"
     mount --bind /var/run/docker.sock "$R/run-docker.sock"
     exec chroot "$R" /usr/bin/env -i PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root LANG=C.UTF-8 DOCKER_HOST=unix:///run-docker.sock \
       SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt LITELLM_LOCAL_MODEL_COST_MAP=True \
-      bash -c "$4"' bash "$root" "$src" "$task" "$1"
+      SANDBOX_RUNTIME_CI="${SANDBOX_RUNTIME_CI:-}" SANDBOX_RUNTIME_HARBOR_TESTS=1 \
+      PYTHONDONTWRITEBYTECODE=1 bash -c "$3"' bash "$root" "$src" "$1"
 }
 
-inside '[ -x /opt/venv/bin/harbor ] || { python3 -m venv /opt/venv && pip install -q uv &&
-  uv pip install -q --python /opt/venv/bin/python harbor==0.26.0; }
-  uv pip install -q --python /opt/venv/bin/python --reinstall-package=sandbox-runtime-swe "/src[docker]"'
-status=0
-for run in "oracle local 1.0" "nop local 0.0" "oracle docker 1.0" "nop docker 0.0"; do
-  set -- $run
-  out="$(inside "cd /root && harbor run -q -y -p /task/hello -a $1 \
-    -e sandbox_runtime.integrations.harbor:SandboxRuntimeEnvironment --ek backend=$2 \
-    -o /root/jobs 2>&1" || true)"
-  if grep -qE "^│ $3 +│ +1 │" <<<"$out"; then
-    echo "ok: $1 on $2: reward $3"
-  else
-    echo "FAILED: $1 on $2 (expected reward $3)"; tail -30 <<<"$out"; status=1
-  fi
-done
-left="$(inside 'python -c "from sandbox_runtime import list_sandboxes as ls
-print(len(ls(\"local\", labels={\"harness\": \"harbor\"})) + len(ls(\"docker\", labels={\"harness\": \"harbor\"})))"')"
-[ "$left" = 0 ] || { echo "FAILED: $left sandboxes left"; status=1; }
-rm -rf "$task"
-exit $status
+# Harbor (its newest release), this checkout and its emulators; uv installs in seconds.
+inside '[ -x /opt/venv/bin/uv ] || { python3 -m venv /opt/venv && pip install -q "uv>=0.9"; }
+  uv pip install -q --python /opt/venv/bin/python --upgrade harbor pytest pytest-timeout pytest-xdist
+  uv pip install -q --python /opt/venv/bin/python --reinstall-package=sandbox-runtime-swe \
+    --reinstall-package=sandbox-runtime-emulators "/src[docker,ags]" /src/emulators
+  python -c "import importlib.metadata as m; print(\"harbor\", m.version(\"harbor\"), \"in the chroot\")"'
+[ "$prepare_only" = 1 ] && exit 0
+
+inside 'cd /src && python -m pytest -q -p no:cacheprovider tests/harnesses/test_harbor.py \
+  tests/harnesses/test_harbor_runner.py -n 2 -p xdist'

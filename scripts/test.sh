@@ -73,6 +73,15 @@ fi
 log "test image"
 bash tests/images/build-base-image.sh
 
+# 4b. Harbor's tests need Python 3.12+ (a Debian 13 chroot with Harbor's current release):
+#     prepared in the background while the main suite runs, run after it (step 6).
+harbor_prep_log="$root/.harbor-prepare.log"
+if [ "$#" -eq 0 ]; then
+  log "preparing the Harbor chroot in the background (log: $harbor_prep_log)"
+  as_root bash scripts/harbor-e2e.sh --prepare-only >"$harbor_prep_log" 2>&1 &
+  harbor_prep=$!
+fi
+
 # 5. Static checks: lint, format, strict types, and the layer map (import-linter contracts).
 if [ "$#" -eq 0 ]; then
   log "ruff, mypy, lint-imports"
@@ -153,4 +162,10 @@ if [ "$#" -eq 0 ]; then
   bash tests/run_with_version.sh kubernetes 30.1.0 tests/backends/test_kubernetes.py \
     tests/backends/test_kubernetes_emulator.py tests/backends/test_kubernetes_offline.py \
     tests/conformance/test_kubernetes.py -q -n 2 -p xdist
+  log "Harbor's environment and its own runner under Harbor's current release (Debian 13 chroot)"
+  if ! wait "$harbor_prep"; then
+    tail -40 "$harbor_prep_log"; echo "preparing the Harbor chroot failed" >&2; exit 1
+  fi
+  cat "$harbor_prep_log"
+  as_root env SANDBOX_RUNTIME_CI="${SANDBOX_RUNTIME_CI:-}" bash scripts/harbor-e2e.sh
 fi

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["harbor_imports", "install_interface_double"]
+__all__ = ["harbor_imports", "install_interface_double", "trial_arguments"]
 
 
 def harbor_imports() -> bool:
@@ -27,6 +27,23 @@ def harbor_imports() -> bool:
         )
     except (ImportError, SyntaxError):
         return False
+
+
+def trial_arguments(trial_dir: Path, image: str | None) -> tuple[Any, Any]:
+    """``trial_paths`` and ``task_env_config`` for the constructor: Harbor's own where it imports.
+
+    Under a real Harbor (Python 3.12+, CI's Debian 13 chroot) they are its ``TrialPaths`` and
+    ``EnvironmentConfig``, which its base class reads; over the double, what the double keeps.
+    """
+    if harbor_imports():
+        from harbor.models.task.config import EnvironmentConfig
+        from harbor.models.trial.paths import TrialPaths
+
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        return TrialPaths(trial_dir=trial_dir), EnvironmentConfig(
+            docker_image=image, cpus=1, memory_mb=1024
+        )
+    return None, types.SimpleNamespace(docker_image=image, cpus=1, memory_mb=1024, env={})
 
 
 def install_interface_double() -> None:

@@ -5,14 +5,15 @@ Every Harbor release requires Python 3.12 and its syntax (``harbor 0.26.0``'s
 does not import.  So unless a real Harbor imports, ``harbor.environments.base`` is replaced by
 a double that reproduces ONLY the interface as read from Harbor 0.26.0's source: the
 constructor's leading arguments, ``ExecResult``'s fields and the abstract methods with their
-signatures.  The engine under it is real (bubblewrap, Docker).  Harbor's own runner on a
-Harbor task (oracle 1, nop 0) is scripts/harbor-e2e.sh, in a Python 3.13 chroot; not in CI.
+signatures.  The engine under it is real (bubblewrap, Docker).  CI runs this file again in
+a Debian 13 chroot with Harbor's current release (``scripts/harbor-e2e.sh``), where the
+environment subclasses Harbor's real base class and gets its real trial objects; Harbor's own
+runner is ``test_harbor_runner.py`` there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import types
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,28 +23,22 @@ import pytest
 from sandbox_runtime import list_sandboxes
 from sandbox_runtime.errors import ConfigError
 from tests.harnesses._killed import hold_in_child, kill_when_open_then_reap
-from tests.harnesses.harbor_double import harbor_imports, install_interface_double
+from tests.harnesses.harbor_double import harbor_imports, install_interface_double, trial_arguments
 
-if harbor_imports():
-    # A real Harbor (Python 3.12+) wants its real trial objects; its own runner drives the
-    # environment there: scripts/harbor-e2e.sh.
-    pytest.skip("Harbor imports here: scripts/harbor-e2e.sh tests it", allow_module_level=True)
-install_interface_double()
+if not harbor_imports():
+    install_interface_double()
 
-from sandbox_runtime.integrations.harbor import SandboxRuntimeEnvironment  # noqa: E402
-
-
-def _task_env(image: str | None) -> types.SimpleNamespace:
-    return types.SimpleNamespace(docker_image=image, cpus=1, memory_mb=1024, env={})
+from sandbox_runtime.integrations.harbor import SandboxRuntimeEnvironment
 
 
 def _environment(tmp_path: Path, backend: str, image: str | None, label: str) -> Any:
+    trial_paths, task_env_config = trial_arguments(tmp_path / "trial", image)
     return SandboxRuntimeEnvironment(
         environment_dir=tmp_path / "environment",
         environment_name="hello",
         session_id=f"hello__{label}__env",
-        trial_paths=None,
-        task_env_config=_task_env(image),
+        trial_paths=trial_paths,
+        task_env_config=task_env_config,
         backend=backend,
         labels={"test-run": label},
     )
@@ -106,20 +101,21 @@ def test_no_image_and_a_bad_option_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="docker_image"):
         _environment(tmp_path, "docker", None, "x")
     # keys other than ours are Harbor's own constructor arguments and go to its base class
+    trial_paths, task_env_config = trial_arguments(tmp_path / "trial", "img")
     with pytest.raises(ValueError, match="backend_options"):
         SandboxRuntimeEnvironment(
             environment_dir=tmp_path,
             environment_name="t",
             session_id="t",
-            trial_paths=None,
-            task_env_config=_task_env("img"),
+            trial_paths=trial_paths,
+            task_env_config=task_env_config,
             backend_options="not a mapping",
         )
 
 
 @pytest.mark.slow
 def test_a_killed_harbor_process_leaves_a_sandbox_that_reap_removes(tmp_path: Path) -> None:
-    """A process that started the environment (over the interface double) dies by SIGKILL."""
+    """A process that started the environment dies by SIGKILL."""
     base_dir = tmp_path / "sandboxes"  # this test's own local sandboxes: reap sees only these
     label = uuid.uuid4().hex[:12]
     process = hold_in_child("harbor", label, base_dir)
