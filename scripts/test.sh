@@ -103,13 +103,12 @@ if [ "$#" -eq 0 ]; then
     -q -n 2 -p xdist
   # The code that differs between swebench releases (its parsers and grading, the harness's
   # specifications, its eval script) and the paths that grade SWE-bench rows end to end; the
-  # rest of tests/swe (agents, strict grading's hack corpus, warm pools, ...) does not depend on
-  # which swebench is installed and ran above.
+  # rest of tests/swe (the CLI, agents, strict grading's hack corpus, warm pools, ...) does not
+  # depend on which swebench is installed and ran above.
   log "SWE tests with swebench 3.0.2 (R2E-Gym's pin)"
   bash tests/run_with_version.sh swebench 3.0.2 tests/swe/test_grading.py \
     tests/swe/test_parsers.py tests/swe/test_swebench_eval.py tests/swe/test_swebench_eval_docker.py \
-    tests/swe/test_formats.py tests/swe/test_check.py tests/swe/test_real_instances.py \
-    tests/swe/test_cli_run.py tests/swe/test_samples.py tests/integrations/test_r2egym.py \
+    tests/swe/test_check.py tests/swe/test_real_instances.py tests/integrations/test_r2egym.py \
     tests/integrations/test_rllm_env.py -q -n 2 -p xdist
   log "SWE-bench grading without the harness's specifications (swebench 5.x: the fallback)"
   bash tests/run_with_version.sh swebench 5.0.2 tests/swe/test_swebench_eval.py \
