@@ -32,6 +32,7 @@ from ._patch import apply_pod_patch
 from ._selectors import FieldSelector, LabelSelector
 from ._status import already_exists, bad_request, not_found
 from ._validation import validate_pod
+from ._volumes import Volumes
 
 __all__ = ["NODE_LABELS", "PodRecord", "PodStore"]
 
@@ -80,6 +81,10 @@ class PodStore:
         # for them, or a process exiting right after close() would kill them half-way and
         # leave containers behind.
         self._workers: set[threading.Thread] = set()
+        #: PersistentVolumeClaims and VolumeSnapshots, whose copies run as this node's workers.
+        self.volumes = Volumes(
+            self.changes, self.namespaces, runtime, self._in_background, self._closed
+        )
         self._deadlines = threading.Thread(
             target=self._deadline_loop, name="k8s-emulator-deadlines", daemon=True
         )
@@ -285,6 +290,7 @@ class PodStore:
             pending = list(self._workers)
         for thread in pending:
             thread.join(timeout=60)
+        self.volumes.close()
 
     # -- the node ------------------------------------------------------------------------------
 
@@ -357,8 +363,59 @@ class PodStore:
         except Exception:  # pragma: no cover - a bug here must not kill the server silently
             logger.exception("pod %s/%s failed in the emulator", *record.key)
 
+    def _claims_bound(self, record: PodRecord) -> list[tuple[str, str, bool]] | None:
+        """Wait until every claim the pod mounts is bound; its mounts, or None if it went.
+
+        The scheduler's volume binding: meanwhile the pod is ``Pending``, unschedulable, with
+        the reason a real one gives.
+        """
+        namespace = record.key[0]
+        spec = record.obj["spec"]
+        claims = {
+            volume["name"]: volume["persistentVolumeClaim"] for volume in spec.get("volumes") or []
+        }
+        shown = ""
+        while not record.gone and not self._closed.is_set():
+            found: dict[str, str] = {}
+            why = ""
+            for name, claim in claims.items():
+                docker_volume, why = self.volumes.claim_volume(namespace, claim["claimName"])
+                if docker_volume is None:
+                    break
+                found[name] = docker_volume
+            else:
+                return [
+                    (
+                        mount["mountPath"],
+                        found[mount["name"]],
+                        bool(mount.get("readOnly") or claims[mount["name"]].get("readOnly")),
+                    )
+                    for mount in spec["containers"][0].get("volumeMounts") or []
+                ]
+            if why != shown:
+                shown = why
+                self._set_status(
+                    record,
+                    conditions=[
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": _now(),
+                            "reason": "Unschedulable",
+                            "message": f"0/1 nodes are available: {why}. preemption: 0/1 "
+                            "nodes are available: 1 Preemption is not helpful for scheduling.",
+                        }
+                    ],
+                )
+            self._closed.wait(0.05)
+        return None
+
     def _run_pod_steps(self, record: PodRecord) -> None:
         if not self._schedulable(record):
+            return
+        mounts = self._claims_bound(record)
+        if mounts is None:
             return
         with self._lock:
             if record.gone:
@@ -384,9 +441,10 @@ class PodStore:
         image_id = self._pull(record, container["image"], container["imagePullPolicy"])
         if image_id is None:
             return
+        self.volumes.helper_image = container["image"]
         docker_name = f"k8s-emu_{namespace}_{name}_{uuid.uuid4().hex[:8]}"
         try:
-            created = self.runtime.create(record.obj, docker_name)
+            created = self.runtime.create(record.obj, docker_name, mounts)
         except RuntimeProblem as exc:
             self._container_status(
                 record, {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
