@@ -151,15 +151,17 @@ class DockerRuntime:
         pod: dict[str, Any],
         docker_name: str,
         volumes: list[tuple[str, str, bool]] | None = None,
+        container: dict[str, Any] | None = None,
     ) -> str:
         """Create (not start) the pod's container; ``RuntimeProblem`` if Docker refuses.
 
         ``volumes``: (mount path, docker volume, read-only) of the PersistentVolumeClaims the
-        container mounts.
+        container mounts; ``container``: the spec to run (default: the pod's one container; an
+        init container runs to completion first).
         """
         volumes = volumes or []
         meta, spec = pod["metadata"], pod["spec"]
-        container = spec["containers"][0]
+        container = container or spec["containers"][0]
         limits = (container.get("resources") or {}).get("limits") or {}
         deadline = spec.get("activeDeadlineSeconds")
         labels = make_labels(

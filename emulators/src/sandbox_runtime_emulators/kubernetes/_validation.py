@@ -1,7 +1,7 @@
 """Checking and defaulting a Pod the way the API server does before it stores it.
 
 What a real server would refuse is refused with the same 422 ``Invalid`` shape; what only the
-emulator cannot do (several containers, volumes other than claims, init containers) is refused
+emulator cannot do (several containers, volumes other than claims, probes) is refused
 the same way, with a message that says it is the emulator's limit (listed in
 ``docs/kubernetes.md``).
 """
@@ -178,8 +178,11 @@ def validate_pod(namespace: str, pod: dict[str, Any]) -> None:
         )
     for index, container in enumerate(containers):
         _check_container(container, f"spec.containers[{index}]", causes)
-    _check_volumes(spec, containers, causes)
-    for field in ("initContainers", "ephemeralContainers", "hostNetwork", "hostPID"):
+    inits = spec.get("initContainers") or []
+    for index, container in enumerate(inits):
+        _check_container(container, f"spec.initContainers[{index}]", causes)
+    _check_volumes(spec, [*containers, *inits], causes)
+    for field in ("ephemeralContainers", "hostNetwork", "hostPID"):
         if spec.get(field):
             causes.append((f"spec.{field}", _EMULATOR_LIMIT))
     policy = spec.get("restartPolicy", "Always")
@@ -215,7 +218,7 @@ def _apply_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("securityContext", {})
     account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = account
-    for container in spec["containers"]:
+    for container in [*spec["containers"], *(spec.get("initContainers") or [])]:
         container.setdefault("imagePullPolicy", default_pull_policy(container["image"]))
         container.setdefault("terminationMessagePath", "/dev/termination-log")
         container.setdefault("terminationMessagePolicy", "File")
