@@ -192,3 +192,19 @@ def test_reap_removes_snapshots_and_claims_of_a_dead_owner(
     ]
     assert claim not in claims
     sandbox.close()
+
+
+def test_a_fresh_claim_is_seeded_with_the_images_workdir(
+    snapshot_emulator: Any, docker_image: str, store: Path, tmp_path: Path
+) -> None:
+    """The claim mounted at the workdir would hide the image's files there: the seed copies them."""
+    core, _custom_api = _custom(snapshot_emulator, tmp_path)
+    config = _config(snapshot_emulator, docker_image, store).model_copy(
+        update={"workdir": "/usr/local/share"}  # the image has files there
+    )
+    with SandboxRuntime(config) as sandbox:
+        assert sandbox.exists("/usr/local/share/ca-certificates")
+        pod = core.read_namespaced_pod(sandbox.id, "default")
+        assert [c.name for c in pod.spec.init_containers] == ["seed"]
+        assert pod.spec.volumes[0].persistent_volume_claim.claim_name == sandbox.id
+        assert pod.status.init_container_statuses[0].state.terminated.exit_code == 0

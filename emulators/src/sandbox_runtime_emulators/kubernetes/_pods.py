@@ -494,7 +494,8 @@ class PodStore:
         for index, init in enumerate(record.obj["spec"].get("initContainers") or []):
             if record.gone or self._closed.is_set():
                 return False
-            if self._pull(record, init["image"], init["imagePullPolicy"]) is None:
+            image_id = self._pull(record, init["image"], init["imagePullPolicy"])
+            if image_id is None:
                 return False
             docker_name = f"k8s-emu_{namespace}_{name}_init{index}_{uuid.uuid4().hex[:8]}"
             mounts = _mounts(record.obj["spec"], init, bound)
@@ -512,6 +513,9 @@ class PodStore:
                 {
                     "name": init["name"],
                     "image": init["image"],
+                    "imageID": image_id,
+                    "containerID": f"docker://{created}",
+                    "started": False,
                     "ready": exit_code == 0,
                     "restartCount": 0,
                     "state": {

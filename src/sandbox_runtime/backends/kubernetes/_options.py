@@ -18,6 +18,7 @@ from ._names import (
     dns1123_subdomain_problem,
     label_key_problem,
     label_value_problem,
+    memory_bytes,
 )
 
 __all__ = ["KubernetesOptions"]
@@ -129,6 +130,16 @@ class KubernetesOptions(BackendOptions):
             problem = label_key_problem(key) or label_value_problem(label)
             if problem:
                 raise ValueError(f"{key}={label}: {problem}")
+        return value
+
+    @field_validator("volume_size")
+    @classmethod
+    def _check_size(cls, value: str) -> str:
+        try:
+            if memory_bytes(value) <= 0:
+                raise ValueError
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a positive Kubernetes quantity (say 10Gi)") from exc
         return value
 
     @field_validator("api_server")
