@@ -182,7 +182,9 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     extra = "kubernetes"
     #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
-    #: Filesystem checkpoints and forks through the archive store (``_checkpoints.py``);
+    #: Filesystem checkpoints and forks through CSI volume snapshots (``_snapshots.py``)
+    #: where the cluster has a snapshot class, else through the archive store
+    #: (``_checkpoints.py``);
     #: no ``pause``: the pods API has no freezer (``docs/checkpoints.md``).
     capabilities = frozenset(
         {
@@ -513,7 +515,9 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
                 image = (meta.get("annotations") or {}).get("sandbox-runtime.io/image")
                 self.config = self.config.model_copy(update={"image": image or None})
             self._method_chosen, self._seed = True, False
-            self._snapshot_class = str(snapshot["spec"].get("volumeSnapshotClassName") or "")
+            self._snapshot_class = snapshot["spec"].get(
+                "volumeSnapshotClassName"
+            ) or snapshot_class(self.cluster, self.options)
             self._restore_from = snapshot
             self.start()
             return
@@ -548,9 +552,14 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         """The client's archive checkpoints, and the namespace's ``VolumeSnapshot`` ones."""
         opts = cls.coerce_options(options)
         found = store_for(opts).list(cls.name)
-        if opts.checkpoint_method != "archive":
-            found += [checkpoint_of(item) for item in cls._class_calls(opts).list_snapshots()]
-        return found
+        if opts.checkpoint_method == "archive":
+            return found
+        try:
+            calls = cls._class_calls(opts)
+        except BackendUnavailableError as exc:  # no cluster configured: the archives still list
+            logger.warning("kubernetes snapshot checkpoints not listed: %s", exc)
+            return found
+        return found + [checkpoint_of(item) for item in calls.list_snapshots()]
 
     @classmethod
     def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:

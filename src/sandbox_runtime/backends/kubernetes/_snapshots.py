@@ -304,16 +304,21 @@ class SnapshotCalls:
         return list(listing.get("items") or [])
 
     def list_claims(self) -> list[dict[str, Any]]:
-        """Our claims in the namespace."""
-        response = self._call(
-            "list persistentvolumeclaims",
-            lambda: self.cluster.api.list_namespaced_persistent_volume_claim(
-                self.cluster.namespace,
-                label_selector=MANAGED_SELECTOR,
-                _preload_content=False,
-                _request_timeout=self.options.api_timeout,
-            ),
-        )
+        """Our claims in the namespace (none where we may not list claims)."""
+        try:
+            response = self._call(
+                "list persistentvolumeclaims",
+                lambda: self.cluster.api.list_namespaced_persistent_volume_claim(
+                    self.cluster.namespace,
+                    label_selector=MANAGED_SELECTOR,
+                    _preload_content=False,
+                    _request_timeout=self.options.api_timeout,
+                ),
+            )
+        except ApiException as exc:
+            if status_code(exc) in (403, 404):
+                return []
+            raise
         return list(read_json(response).get("items") or [])
 
     def create_claim(self, manifest: dict[str, Any]) -> None:
