@@ -92,14 +92,20 @@ def _custom(emulator: Any, tmp_path: Path) -> tuple[Any, Any]:
     return client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
 
 
-def test_snapshot_path_keeps_nothing_on_the_client_and_seeds_the_workdir(
+def test_snapshot_path_seeds_the_workdir_and_keeps_nothing_on_the_client(
     snapshot_emulator: Any, docker_image: str, store: Path, tmp_path: Path
 ) -> None:
     core, custom = _custom(snapshot_emulator, tmp_path)
-    config = _config(snapshot_emulator, docker_image, store)  # auto
+    config = _config(snapshot_emulator, docker_image, store).model_copy(
+        update={"workdir": "/usr/local/share"}  # auto; the image has files there
+    )
     with SandboxRuntime(config) as sandbox:
-        # The image's files at the workdir are on the claim (seeded), as without one.
-        sandbox.exec("test -d /testbed", check=True)
+        # The claim mounted at the workdir would hide the image's files: the seed copied them.
+        assert sandbox.exists("/usr/local/share/ca-certificates")
+        pod = core.read_namespaced_pod(sandbox.id, "default")
+        assert [c.name for c in pod.spec.init_containers] == ["seed"]
+        assert pod.spec.volumes[0].persistent_volume_claim.claim_name == sandbox.id
+        assert pod.status.init_container_statuses[0].state.terminated.exit_code == 0
         sandbox.write_text("a.txt", "one\n")
         before = workdir_manifest(sandbox)
         checkpoint = sandbox.checkpoint(labels={"case": "snap"})
@@ -111,7 +117,7 @@ def test_snapshot_path_keeps_nothing_on_the_client_and_seeds_the_workdir(
         assert not store.exists() or not any(store.iterdir())  # no archive anywhere
         listed = list_checkpoints("kubernetes", labels={"case": "snap"}, options=config.options)
         assert [item.id for item in listed] == [checkpoint.id]
-        assert listed[0].workdir == "/testbed"
+        assert listed[0].workdir == "/usr/local/share"
         (result,) = SandboxRuntime.from_checkpoint(checkpoint, options=config.options)
         with result.unwrap() as copy:
             assert workdir_manifest(copy) == before
@@ -134,7 +140,7 @@ def test_snapshot_path_keeps_nothing_on_the_client_and_seeds_the_workdir(
 
 
 def test_the_method_is_chosen_as_documented(
-    snapshot_emulator: Any, k8s_emulator: Any, docker_image: str, store: Path
+    snapshot_emulator: Any, docker_image: str, store: Path
 ) -> None:
     archive = _config(snapshot_emulator, docker_image, store, checkpoint_method="archive")
     with SandboxRuntime(archive) as sandbox:
@@ -152,10 +158,11 @@ def test_the_method_is_chosen_as_documented(
     )
     with pytest.raises(ConfigError, match="checkpoint_paths"):
         SandboxRuntime(forced).start()
-    # A cluster without a snapshot class: auto is the archive, snapshot is refused.
-    plain = _config(k8s_emulator, docker_image, store, checkpoint_method="snapshot")
-    with pytest.raises(ConfigError, match="VolumeSnapshotClass"):
-        SandboxRuntime(plain).start()
+    # A class that the cluster does not have is refused by name (without any class, auto is
+    # the archive path: the conformance suite runs there, tests/conformance/test_kubernetes.py).
+    missing = _config(snapshot_emulator, docker_image, store, volume_snapshot_class="missing")
+    with pytest.raises(ConfigError, match="no VolumeSnapshotClass 'missing'"):
+        SandboxRuntime(missing).start()
 
 
 def test_reap_removes_snapshots_and_claims_of_a_dead_owner(
@@ -192,19 +199,3 @@ def test_reap_removes_snapshots_and_claims_of_a_dead_owner(
     ]
     assert claim not in claims
     sandbox.close()
-
-
-def test_a_fresh_claim_is_seeded_with_the_images_workdir(
-    snapshot_emulator: Any, docker_image: str, store: Path, tmp_path: Path
-) -> None:
-    """The claim mounted at the workdir would hide the image's files there: the seed copies them."""
-    core, _custom_api = _custom(snapshot_emulator, tmp_path)
-    config = _config(snapshot_emulator, docker_image, store).model_copy(
-        update={"workdir": "/usr/local/share"}  # the image has files there
-    )
-    with SandboxRuntime(config) as sandbox:
-        assert sandbox.exists("/usr/local/share/ca-certificates")
-        pod = core.read_namespaced_pod(sandbox.id, "default")
-        assert [c.name for c in pod.spec.init_containers] == ["seed"]
-        assert pod.spec.volumes[0].persistent_volume_claim.claim_name == sandbox.id
-        assert pod.status.init_container_statuses[0].state.terminated.exit_code == 0
