@@ -181,6 +181,8 @@ def validate_pod(namespace: str, pod: dict[str, Any]) -> None:
     inits = spec.get("initContainers") or []
     for index, container in enumerate(inits):
         _check_container(container, f"spec.initContainers[{index}]", causes)
+        if container.get("restartPolicy"):  # a sidecar: it would never complete here
+            causes.append((f"spec.initContainers[{index}].restartPolicy", _EMULATOR_LIMIT))
     _check_volumes(spec, [*containers, *inits], causes)
     for field in ("ephemeralContainers", "hostNetwork", "hostPID"):
         if spec.get(field):
