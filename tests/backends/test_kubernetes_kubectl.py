@@ -310,3 +310,57 @@ def test_run_interactively_and_remove(kubectl: Kubectl, busybox_like_image: str)
     assert b"err\n" in done.stderr
     assert b'pod "kc-attach" deleted' in done.stdout
     assert kubectl("get", "pods", "-o", "name").stdout.count(b"kc-attach") == 0
+
+
+_VOLUMES = """\
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata:
+  name: kubectl-class
+driver: volumes.k8s-emulator.sandbox-runtime
+deletionPolicy: Delete
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: kubectl-claim
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata:
+  name: kubectl-snap
+spec:
+  volumeSnapshotClassName: kubectl-class
+  source: {persistentVolumeClaimName: kubectl-claim}
+"""
+
+
+def test_apply_claims_and_snapshots(
+    kubectl: Kubectl, busybox_like_image: str, tmp_path: Path
+) -> None:
+    """The snapshot group through kubectl's discovery, server-side validation and printing."""
+    manifest = tmp_path / "volumes.yaml"
+    manifest.write_text(_VOLUMES)
+    try:
+        created = kubectl("apply", "-f", str(manifest)).stdout.decode().splitlines()
+        assert created == [
+            "volumesnapshotclass.snapshot.storage.k8s.io/kubectl-class created",
+            "persistentvolumeclaim/kubectl-claim created",
+            "volumesnapshot.snapshot.storage.k8s.io/kubectl-snap created",
+        ]
+        kubectl(
+            "wait",
+            "--for=jsonpath={.status.readyToUse}=true",
+            "volumesnapshot/kubectl-snap",
+            "--timeout=60s",
+        )
+        claims = kubectl("get", "pvc", "kubectl-claim", "--no-headers").stdout.split()
+        assert claims[:2] == [b"kubectl-claim", b"Bound"]
+        assert b"1Gi" in claims
+        snaps = kubectl("get", "vs", "--no-headers").stdout.split()
+        assert snaps[:5] == [b"kubectl-snap", b"true", b"kubectl-claim", b"1Gi", b"kubectl-class"]
+    finally:
+        kubectl("delete", "-f", str(manifest), check=False)

@@ -49,6 +49,12 @@ def register(commands: Any, name: str = "emulator") -> None:
         "imagePullPolicy, and never pull (each pod's events say so)",
     )
     emulator.add_argument(
+        "--snapshot-class",
+        metavar="NAME",
+        help="create a default VolumeSnapshotClass of this name, as a cluster with a CSI "
+        "snapshot driver has (the kubernetes backend then checkpoints through snapshots)",
+    )
+    emulator.add_argument(
         "--kubeconfig",
         type=Path,
         help="where to write the kubeconfig (default: a new file in the temp directory)",
@@ -90,6 +96,8 @@ def _emulator(args: argparse.Namespace) -> int:
     except Exception as exc:  # the engine is down, the port is taken: say so and stop
         print(f"cannot start the Kubernetes emulator: {exc}", file=sys.stderr)
         return 1
+    if args.snapshot_class:
+        emulator.add_snapshot_class(args.snapshot_class)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -103,6 +111,8 @@ def _emulator(args: argparse.Namespace) -> int:
             print(f"# rate limit {operation}: {quota.qps:g}/s, {quota.capacity} at once")
         for operation, seconds in emulator.api_limits.latencies.items():
             print(f"# latency {operation}: {seconds:g}s")
+        if args.snapshot_class:
+            print(f"# default VolumeSnapshotClass: {args.snapshot_class}")
         print(f"export KUBECONFIG={path}")
         sys.stdout.flush()
         stop.wait()

@@ -38,6 +38,10 @@ __all__ = ["DockerRuntime", "ImageProblem", "ImageReady", "RuntimeProblem"]
 
 #: Label naming the pod (``namespace/name``) a container belongs to.
 POD_LABEL = "sandbox-runtime.k8s-emulator.pod"
+#: Label naming the volume a PersistentVolumeClaim or VolumeSnapshot keeps its files in.
+VOLUME_LABEL = "sandbox-runtime.k8s-emulator.volume"
+#: Where a copy's containers mount the volumes they read and write.
+_COPY_MOUNT = "/emulator-volume"
 _NO_DEADLINE = 7 * 86400.0
 
 
@@ -142,10 +146,22 @@ class DockerRuntime:
 
     # -- containers --------------------------------------------------------------------------
 
-    def create(self, pod: dict[str, Any], docker_name: str) -> str:
-        """Create (not start) the pod's container; ``RuntimeProblem`` if Docker refuses."""
+    def create(
+        self,
+        pod: dict[str, Any],
+        docker_name: str,
+        volumes: list[tuple[str, str, bool]] | None = None,
+        container: dict[str, Any] | None = None,
+    ) -> str:
+        """Create (not start) the pod's container; ``RuntimeProblem`` if Docker refuses.
+
+        ``volumes``: (mount path, docker volume, read-only) of the PersistentVolumeClaims the
+        container mounts; ``container``: the spec to run (default: the pod's one container; an
+        init container runs to completion first).
+        """
+        volumes = volumes or []
         meta, spec = pod["metadata"], pod["spec"]
-        container = spec["containers"][0]
+        container = container or spec["containers"][0]
         limits = (container.get("resources") or {}).get("limits") or {}
         deadline = spec.get("activeDeadlineSeconds")
         labels = make_labels(
@@ -154,7 +170,13 @@ class DockerRuntime:
             extra={POD_LABEL: f"{meta['namespace']}/{meta['name']}"},
         )
         try:
+            mounts = [
+                # no_copy: Kubernetes mounts a volume as it is, without the image's files there.
+                docker.types.Mount(target, volume, type="volume", read_only=ro, no_copy=True)
+                for target, volume, ro in volumes
+            ]
             host_config = self.api.create_host_config(
+                mounts=mounts or None,
                 mem_limit=memory_bytes(limits["memory"]) if "memory" in limits else None,
                 nano_cpus=int(cpu_cores(limits["cpu"]) * 1e9) if "cpu" in limits else None,
             )
@@ -225,6 +247,64 @@ class DockerRuntime:
             docker.errors.DockerException, requests.exceptions.RequestException
         ):
             self.api.remove_container(container_id, force=True, v=True)
+
+    # -- volumes (PersistentVolumeClaims and VolumeSnapshots) ----------------------------------
+
+    def create_volume(self, name: str) -> None:
+        """Create a named local volume carrying the emulator's ownership labels."""
+        labels = make_labels(
+            lifetime=_NO_DEADLINE, run_id="k8s-emulator", extra={VOLUME_LABEL: name}
+        )
+        try:
+            self.api.create_volume(name=name, driver="local", labels=labels)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise RuntimeProblem(_explain(exc)) from exc
+
+    def remove_volume(self, name: str) -> bool:
+        """Remove a volume; True once it is gone, False while a container still uses it."""
+        try:
+            self.api.remove_volume(name, force=False)
+        except docker.errors.NotFound:
+            return True
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return False
+        return True
+
+    def copy_volume(self, source: str, target: str, image: str | None) -> None:
+        """Copy every file of volume ``source`` into volume ``target``, owners and modes kept.
+
+        Through the engine's archive API on two containers that are created, never started
+        (``image`` only gives them a root filesystem; None: any image the engine has): the
+        engine mounts their volumes for the copy, so no shell or tool of the image runs.
+        """
+        made: list[str] = []
+        try:
+            if image is None:
+                images = self.api.images(quiet=True)
+                if not images:
+                    raise RuntimeProblem("the engine has no image to make the copy's containers of")
+                image = str(images[0])
+            for volume in (source, target):
+                config = self.api.create_host_config(
+                    mounts=[docker.types.Mount(_COPY_MOUNT, volume, type="volume", no_copy=True)]
+                )
+                created = self.api.create_container(
+                    image=image,
+                    command=["true"],
+                    host_config=config,
+                    labels=make_labels(
+                        lifetime=3600, run_id="k8s-emulator", extra={VOLUME_LABEL: volume}
+                    ),
+                )
+                made.append(str(created["Id"]))
+            stream, _stat = self.api.get_archive(made[0], _COPY_MOUNT)
+            data = b"".join(stream)
+            self.api.put_archive(made[1], "/", data)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise RuntimeProblem(_explain(exc)) from exc
+        finally:
+            for container_id in made:
+                self.remove(container_id)
 
     # -- exec ---------------------------------------------------------------------------------
 

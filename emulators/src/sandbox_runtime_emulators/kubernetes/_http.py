@@ -8,6 +8,7 @@ Served paths::
     GET    /version /healthz /livez /readyz          (no credentials needed, as by default)
     GET    /api  /apis  /api/v1                      discovery
     GET    /openapi/v3  /openapi/v3/api/v1           what kubectl needs to validate on the server
+    GET    /openapi/v3/apis/snapshot.storage.k8s.io/v1   (the same for the snapshot group)
     GET    /api/v1/{pods,namespaces,serviceaccounts,events}   list or watch, all namespaces
     GET    /api/v1/namespaces/{ns}/{pods,serviceaccounts,events}   list or watch
     POST   /api/v1/namespaces                        create a namespace
@@ -18,6 +19,11 @@ Served paths::
     GET    /api/v1/namespaces/{ns}/pods/{name}/log   (tailLines, follow, sinceSeconds, ...)
     GET|POST /api/v1/namespaces/{ns}/pods/{name}/exec    websocket upgrade
     GET|POST /api/v1/namespaces/{ns}/pods/{name}/attach  websocket upgrade (the container's stdio)
+    GET|POST /api/v1/namespaces/{ns}/persistentvolumeclaims     list or watch, create
+    GET|DELETE /api/v1/namespaces/{ns}/persistentvolumeclaims/{name}
+    GET    /apis/snapshot.storage.k8s.io[/v1]        discovery of the CSI snapshot group
+    GET|POST /apis/snapshot.storage.k8s.io/v1/volumesnapshotclasses[/{name}]  (+ DELETE)
+    GET|POST /apis/snapshot.storage.k8s.io/v1/namespaces/{ns}/volumesnapshots[/{name}]  (+ DELETE)
 
 Lists take ``labelSelector``, ``fieldSelector``, ``limit`` and ``continue``; with
 ``watch=true`` they are watch streams (``_streams``).
@@ -57,10 +63,12 @@ from . import _openapi as openapi
 from . import _protobuf as protobuf
 from ._docker import RuntimeProblem
 from ._exec import AttachSession, ExecSession, accept_headers, choose_protocol
+from ._objects import ObjectTable
 from ._pods import PodStore
 from ._status import ApiError, bad_request, method_not_allowed, unauthorized
 from ._streams import ChunkedWriter, LogOptions, serve_watch, watch_deadline
 from ._tables import table, wants_table
+from ._volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION
 
 __all__ = ["FAULT_KINDS", "EmulatorServer", "parse_fault_spec"]
 
@@ -89,13 +97,36 @@ SERVER_VERSION = {
 _PUBLIC = ("/version", "/healthz", "/livez", "/readyz")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(?:/(status|exec|log))?)?/?$")
 #: The last path segment of a collection (a GET of one is a ``list``).
-_COLLECTIONS = frozenset({"pods", "namespaces", "serviceaccounts", "events"})
+_COLLECTIONS = frozenset(
+    {
+        "pods",
+        "namespaces",
+        "serviceaccounts",
+        "events",
+        "persistentvolumeclaims",
+        "volumesnapshots",
+        "volumesnapshotclasses",
+    }
+)
 #: Every served resource path: namespaced collections, cluster-wide lists, and namespaces.
 _PATH = re.compile(
-    r"^/api/v1/(?:namespaces/(?P<namespace>[^/]+)/(?P<resource>pods|serviceaccounts|events)"
-    r"|(?P<top>pods|namespaces|serviceaccounts|events))"
+    r"^/api/v1/(?:namespaces/(?P<namespace>[^/]+)/"
+    r"(?P<resource>pods|serviceaccounts|events|persistentvolumeclaims)"
+    r"|(?P<top>pods|namespaces|serviceaccounts|events|persistentvolumeclaims))"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
 )
+_SNAPSHOTS = f"/apis/{SNAPSHOT_GROUP}"
+#: The resources of the CSI snapshot group (``snapshot.storage.k8s.io/v1``).
+_SNAPSHOT_PATH = re.compile(
+    rf"^{re.escape(_SNAPSHOTS)}/v1/(?:namespaces/(?P<namespace>[^/]+)/(?P<resource>volumesnapshots)"
+    r"|(?P<top>volumesnapshots|volumesnapshotclasses))(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
+)
+_SNAPSHOT_GROUP_VERSION = {"groupVersion": SNAPSHOT_VERSION, "version": "v1"}
+_SNAPSHOT_API_GROUP = {
+    "name": SNAPSHOT_GROUP,
+    "versions": [_SNAPSHOT_GROUP_VERSION],
+    "preferredVersion": _SNAPSHOT_GROUP_VERSION,
+}
 #: Request lines up to this long are read: the exec command travels in the query string, and
 #: the real server accepts ~1 MiB of request head where http.server stops at 64 KiB.
 _MAX_REQUEST_LINE = 1024 * 1024
@@ -128,6 +159,11 @@ _API_RESOURCES = {
             "singularName": "pod",
             "categories": ["all"],
         },
+        {
+            **_resource("persistentvolumeclaims", "PersistentVolumeClaim", _VERBS),
+            "shortNames": ["pvc"],
+            "singularName": "persistentvolumeclaim",
+        },
         _resource("pods/attach", "PodAttachOptions", ["create", "get"]),
         _resource("pods/exec", "PodExecOptions", ["create", "get"]),
         _resource("pods/log", "Pod", ["get"]),
@@ -136,6 +172,25 @@ _API_RESOURCES = {
             **_resource("serviceaccounts", "ServiceAccount", _VERBS),
             "shortNames": ["sa"],
             "singularName": "serviceaccount",
+        },
+    ],
+}
+
+
+_SNAPSHOT_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": SNAPSHOT_VERSION,
+    "resources": [
+        {
+            **_resource("volumesnapshotclasses", "VolumeSnapshotClass", _VERBS, namespaced=False),
+            "shortNames": ["vsclass", "vsclasses"],
+            "singularName": "volumesnapshotclass",
+        },
+        {
+            **_resource("volumesnapshots", "VolumeSnapshot", _VERBS),
+            "shortNames": ["vs"],
+            "singularName": "volumesnapshot",
         },
     ],
 }
@@ -382,7 +437,19 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         if trimmed == "/apis":
-            self._reply(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            self._reply(
+                200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_SNAPSHOT_API_GROUP]}
+            )
+            return
+        if trimmed == _SNAPSHOTS:
+            self._reply(200, {"kind": "APIGroup", "apiVersion": "v1", **_SNAPSHOT_API_GROUP})
+            return
+        if trimmed == f"{_SNAPSHOTS}/v1":
+            self._reply(200, _SNAPSHOT_RESOURCES)
+            return
+        snapshot_match = _SNAPSHOT_PATH.match(trimmed)
+        if snapshot_match is not None:
+            self._snapshot_group(method, snapshot_match, query)
             return
         if trimmed == "/api/v1":
             self._reply(200, _API_RESOURCES)
@@ -390,8 +457,8 @@ class _Handler(BaseHTTPRequestHandler):
         if trimmed == "/openapi/v3":
             self._reply(200, openapi.INDEX)
             return
-        if trimmed == openapi.DOCUMENT_PATH:
-            self._reply(200, openapi.document(SERVER_VERSION["gitVersion"]))
+        if trimmed in (openapi.DOCUMENT_PATH, openapi.SNAPSHOT_DOCUMENT_PATH):
+            self._reply(200, openapi.document(SERVER_VERSION["gitVersion"], trimmed))
             return
         match = _PATH.match(trimmed)
         if match is None:
@@ -404,6 +471,16 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if resource == "pods":
             self._pods(method, namespace, name, sub, query)
+        elif resource == "persistentvolumeclaims":
+            volumes = self.server.store.volumes
+            self._stored(
+                method,
+                volumes.claims,
+                (namespace, name, sub),
+                query,
+                volumes.create_claim,
+                volumes.delete_claim,
+            )
         elif resource == "namespaces":
             self._namespaces(method, name, sub, query)
         else:
@@ -516,6 +593,75 @@ class _Handler(BaseHTTPRequestHandler):
             self._require(method, "GET")
             self._reply_object(resource, table.get(namespace, name), query)
 
+    def _snapshot_group(
+        self, method: str, match: re.Match[str], query: dict[str, list[str]]
+    ) -> None:
+        """VolumeSnapshotClasses (cluster-scoped) and VolumeSnapshots."""
+        volumes = self.server.store.volumes
+        where = (match.group("namespace"), match.group("name"), match.group("sub"))
+        if (match.group("resource") or match.group("top")) == "volumesnapshots":
+            self._stored(
+                method,
+                volumes.snapshots,
+                where,
+                query,
+                volumes.create_snapshot,
+                volumes.delete_snapshot,
+            )
+            return
+        if where[0] is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        self._stored(
+            method,
+            volumes.classes,
+            where,
+            query,
+            lambda _namespace, body: volumes.create_class(body),
+            volumes.classes.delete,
+        )
+
+    def _stored(
+        self,
+        method: str,
+        objects: ObjectTable,
+        where: tuple[str | None, str | None, str | None],
+        query: dict[str, list[str]],
+        create: Callable[..., dict[str, Any]],
+        delete: Callable[..., dict[str, Any]],
+    ) -> None:
+        """Create, get, list, watch and delete of a resource kept in an :class:`ObjectTable`.
+
+        ``create(namespace, body)`` and ``delete(namespace, name)`` do the resource's writes
+        (``namespace`` is None for a cluster-scoped one).
+        """
+        namespace, name, sub = where
+        resource = objects.resource
+        if sub is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        if name is None:
+            if method == "POST" and (namespace is not None or not objects.namespaced):
+                self._reply(201, create(namespace, self._body() or {}))
+                return
+            self._require(method, "GET")
+            matches = objects.selector(*_selectors(query))
+            self._list_or_watch(
+                resource,
+                f"{objects.kind}List",
+                namespace,
+                query,
+                objects.list,
+                matches,
+                objects.api_version,
+            )
+        elif namespace is None and objects.namespaced:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        elif method == "DELETE":
+            self._body()  # DeleteOptions: the emulator deletes at once, without finalizers
+            self._reply(200, delete(namespace, name))
+        else:
+            self._require(method, "GET")
+            self._reply_object(resource, objects.get(namespace, name), query)
+
     def _reply_object(
         self, resource: str, obj: dict[str, Any], query: dict[str, list[str]]
     ) -> None:
@@ -548,6 +694,7 @@ class _Handler(BaseHTTPRequestHandler):
         query: dict[str, list[str]],
         list_objects: Callable[..., list[dict[str, Any]]],
         matches: Callable[[dict[str, Any]], bool],
+        api_version: str = "v1",
     ) -> None:
         """A list (``limit`` / ``continue``), or a watch stream when ``watch`` is true."""
         store = self.server.store
@@ -614,7 +761,8 @@ class _Handler(BaseHTTPRequestHandler):
             item.pop("apiVersion", None)
             item.pop("kind", None)
         self._reply(
-            200, {"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}
+            200,
+            {"kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": items},
         )
 
     def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:

@@ -35,7 +35,7 @@ def now() -> str:
 
 
 class ObjectTable:
-    """The objects of one resource (``namespaces``, ``serviceaccounts``, ``events``)."""
+    """The objects of one resource (``namespaces``, ``serviceaccounts``, ``events``, ...)."""
 
     def __init__(
         self,
@@ -46,6 +46,7 @@ class ObjectTable:
         namespaced: bool,
         fields: dict[str, Callable[[dict[str, Any]], str]],
         label_names: bool = False,
+        api_version: str = "v1",
     ) -> None:
         self.changes = changes
         self.resource = resource
@@ -53,6 +54,7 @@ class ObjectTable:
         self.namespaced = namespaced
         self.fields = fields
         self._label_names = label_names  # names must be DNS-1123 labels (namespaces)
+        self.api_version = api_version  # ``group/version`` of an API group's resource
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- writes -------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ class ObjectTable:
             if key in self._objects:
                 raise already_exists(self.resource, name)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=now())
-            obj.update(apiVersion="v1", kind=self.kind)
+            obj.update(apiVersion=self.api_version, kind=self.kind)
             self._objects[key] = obj
             self.changes.record(self.resource, "ADDED", obj)
             return copy.deepcopy(obj)

@@ -14,22 +14,46 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DOCUMENT_PATH", "INDEX", "document"]
+__all__ = ["DOCUMENT_PATH", "INDEX", "SNAPSHOT_DOCUMENT_PATH", "document"]
 
 DOCUMENT_PATH = "/openapi/v3/api/v1"
+SNAPSHOT_DOCUMENT_PATH = "/openapi/v3/apis/snapshot.storage.k8s.io/v1"
 #: ``GET /openapi/v3``: where each group-version's document is (the hash only keys caches).
-INDEX = {"paths": {"api/v1": {"serverRelativeURL": f"{DOCUMENT_PATH}?hash=sandbox-runtime-1"}}}
+INDEX = {
+    "paths": {
+        path.removeprefix("/openapi/v3/"): {"serverRelativeURL": f"{path}?hash=sandbox-runtime-2"}
+        for path in (DOCUMENT_PATH, SNAPSHOT_DOCUMENT_PATH)
+    }
+}
 
-_KINDS = {
-    "Pod": "/api/v1/namespaces/{namespace}/pods/{name}",
-    "Namespace": "/api/v1/namespaces/{name}",
-    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
-    "Event": "/api/v1/namespaces/{namespace}/events/{name}",
+_SNAPSHOTS = "/apis/snapshot.storage.k8s.io/v1"
+#: Per document: (group, version, {kind: PATCH path}).
+_DOCUMENTS: dict[str, tuple[str, str, dict[str, str]]] = {
+    DOCUMENT_PATH: (
+        "",
+        "v1",
+        {
+            "Pod": "/api/v1/namespaces/{namespace}/pods/{name}",
+            "Namespace": "/api/v1/namespaces/{name}",
+            "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+            "Event": "/api/v1/namespaces/{namespace}/events/{name}",
+            "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+        },
+    ),
+    SNAPSHOT_DOCUMENT_PATH: (
+        "snapshot.storage.k8s.io",
+        "v1",
+        {
+            "VolumeSnapshot": _SNAPSHOTS + "/namespaces/{namespace}/volumesnapshots/{name}",
+            "VolumeSnapshotClass": _SNAPSHOTS + "/volumesnapshotclasses/{name}",
+        },
+    ),
 }
 
 
-def document(version: str) -> dict[str, Any]:
-    """``GET /openapi/v3/api/v1``: the PATCH operations of the served kinds, no schemas."""
+def document(version: str, path: str = DOCUMENT_PATH) -> dict[str, Any]:
+    """``GET /openapi/v3/<group-version>``: the PATCH operations of its kinds, no schemas."""
+    group, group_version, kinds = _DOCUMENTS[path]
     parameter = {
         "name": "fieldValidation",
         "in": "query",
@@ -40,16 +64,20 @@ def document(version: str) -> dict[str, Any]:
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": version},
         "paths": {
-            path: {
+            kind_path: {
                 "patch": {
                     "operationId": f"patch{kind}",
                     "parameters": [parameter],
                     "responses": {},
                     "x-kubernetes-action": "patch",
-                    "x-kubernetes-group-version-kind": {"group": "", "version": "v1", "kind": kind},
+                    "x-kubernetes-group-version-kind": {
+                        "group": group,
+                        "version": group_version,
+                        "kind": kind,
+                    },
                 }
             }
-            for kind, path in _KINDS.items()
+            for kind, kind_path in kinds.items()
         },
         "components": {"schemas": {}},
     }

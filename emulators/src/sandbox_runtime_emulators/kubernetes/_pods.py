@@ -32,6 +32,7 @@ from ._patch import apply_pod_patch
 from ._selectors import FieldSelector, LabelSelector
 from ._status import already_exists, bad_request, not_found
 from ._validation import validate_pod
+from ._volumes import Volumes
 
 __all__ = ["NODE_LABELS", "PodRecord", "PodStore"]
 
@@ -80,6 +81,10 @@ class PodStore:
         # for them, or a process exiting right after close() would kill them half-way and
         # leave containers behind.
         self._workers: set[threading.Thread] = set()
+        #: PersistentVolumeClaims and VolumeSnapshots, whose copies run as this node's workers.
+        self.volumes = Volumes(
+            self.changes, self.namespaces, runtime, self._in_background, self._closed
+        )
         self._deadlines = threading.Thread(
             target=self._deadline_loop, name="k8s-emulator-deadlines", daemon=True
         )
@@ -285,6 +290,7 @@ class PodStore:
             pending = list(self._workers)
         for thread in pending:
             thread.join(timeout=60)
+        self.volumes.close()
 
     # -- the node ------------------------------------------------------------------------------
 
@@ -357,8 +363,52 @@ class PodStore:
         except Exception:  # pragma: no cover - a bug here must not kill the server silently
             logger.exception("pod %s/%s failed in the emulator", *record.key)
 
+    def _claims_bound(self, record: PodRecord) -> dict[str, str] | None:
+        """Wait until every claim the pod mounts is bound; {volume: Docker volume}, or None.
+
+        The scheduler's volume binding: meanwhile the pod is ``Pending``, unschedulable, with
+        the reason a real one gives.
+        """
+        namespace = record.key[0]
+        spec = record.obj["spec"]
+        claims = {
+            volume["name"]: volume["persistentVolumeClaim"] for volume in spec.get("volumes") or []
+        }
+        shown = ""
+        while not record.gone and not self._closed.is_set():
+            found: dict[str, str] = {}
+            why = ""
+            for name, claim in claims.items():
+                docker_volume, why = self.volumes.claim_volume(namespace, claim["claimName"])
+                if docker_volume is None:
+                    break
+                found[name] = docker_volume
+            else:
+                return found
+            if why != shown:
+                shown = why
+                self._set_status(
+                    record,
+                    conditions=[
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": _now(),
+                            "reason": "Unschedulable",
+                            "message": f"0/1 nodes are available: {why}. preemption: 0/1 "
+                            "nodes are available: 1 Preemption is not helpful for scheduling.",
+                        }
+                    ],
+                )
+            self._closed.wait(0.05)
+        return None
+
     def _run_pod_steps(self, record: PodRecord) -> None:
         if not self._schedulable(record):
+            return
+        bound = self._claims_bound(record)
+        if bound is None:
             return
         with self._lock:
             if record.gone:
@@ -384,9 +434,13 @@ class PodStore:
         image_id = self._pull(record, container["image"], container["imagePullPolicy"])
         if image_id is None:
             return
+        self.volumes.helper_image = container["image"]
+        if not self._run_init_containers(record, bound):
+            return
+        mounts = _mounts(record.obj["spec"], container, bound)
         docker_name = f"k8s-emu_{namespace}_{name}_{uuid.uuid4().hex[:8]}"
         try:
-            created = self.runtime.create(record.obj, docker_name)
+            created = self.runtime.create(record.obj, docker_name, mounts)
         except RuntimeProblem as exc:
             self._container_status(
                 record, {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
@@ -429,6 +483,57 @@ class PodStore:
             return
         exit_code = self.runtime.wait(created)
         self._exited(record, exit_code, began, image_id)
+
+    def _run_init_containers(self, record: PodRecord, bound: dict[str, str]) -> bool:
+        """Run each init container to completion, in order; False if one failed or the pod went.
+
+        A failed one fails the pod (``Init:Error``), as with ``restartPolicy: Never``.
+        """
+        namespace, name = record.key
+        statuses: list[dict[str, Any]] = []
+        for index, init in enumerate(record.obj["spec"].get("initContainers") or []):
+            if record.gone or self._closed.is_set():
+                return False
+            image_id = self._pull(record, init["image"], init["imagePullPolicy"])
+            if image_id is None:
+                return False
+            docker_name = f"k8s-emu_{namespace}_{name}_init{index}_{uuid.uuid4().hex[:8]}"
+            mounts = _mounts(record.obj["spec"], init, bound)
+            began = _now()
+            try:
+                created = self.runtime.create(record.obj, docker_name, mounts, init)
+                self.runtime.start(created)
+            except RuntimeProblem as exc:
+                self._event(record, "Failed", f"Error: {exc}", warning=True)
+                self._set_status(record, phase="Failed", reason="Init:Error", message=str(exc))
+                return False
+            exit_code = self.runtime.wait(created)
+            self.runtime.remove(created)
+            statuses.append(
+                {
+                    "name": init["name"],
+                    "image": init["image"],
+                    "imageID": image_id,
+                    "containerID": f"docker://{created}",
+                    "started": False,
+                    "ready": exit_code == 0,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": exit_code,
+                            "reason": "Completed" if exit_code == 0 else "Error",
+                            "startedAt": began,
+                            "finishedAt": _now(),
+                        }
+                    },
+                }
+            )
+            self._set_status(record, initContainerStatuses=list(statuses))
+            if exit_code != 0:
+                message = f"init container {init['name']} exited with {exit_code}"
+                self._set_status(record, phase="Failed", reason="Init:Error", message=message)
+                return False
+        return True
 
     def _pull(self, record: PodRecord, image: str, policy: str) -> str | None:
         """The image id once the image is there; None if the pod went away meanwhile.
@@ -526,6 +631,21 @@ class PodStore:
             for record in expired:
                 if record.container_id is not None:
                     self.runtime.kill(record.container_id)
+
+
+def _mounts(
+    spec: dict[str, Any], container: dict[str, Any], bound: dict[str, str]
+) -> list[tuple[str, str, bool]]:
+    """(mount path, Docker volume, read-only) of each of ``container``'s volume mounts."""
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in spec.get("volumes") or []}
+    return [
+        (
+            mount["mountPath"],
+            bound[mount["name"]],
+            bool(mount.get("readOnly") or claims[mount["name"]].get("readOnly")),
+        )
+        for mount in container.get("volumeMounts") or []
+    ]
 
 
 def _qos_class(spec: dict[str, Any]) -> str:

@@ -84,6 +84,33 @@ def _event_cells(event: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _claim_cells(claim: dict[str, Any]) -> list[Any]:
+    status = claim.get("status") or {}
+    return [
+        claim["metadata"]["name"],
+        status.get("phase", ""),
+        claim["spec"].get("volumeName", ""),
+        (status.get("capacity") or {}).get("storage", ""),
+        ",".join(
+            {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX"}.get(m, m)
+            for m in status.get("accessModes") or []
+        ),
+        _age(claim["metadata"].get("creationTimestamp")),
+    ]
+
+
+def _snapshot_cells(snapshot: dict[str, Any]) -> list[Any]:
+    status = snapshot.get("status") or {}
+    return [
+        snapshot["metadata"]["name"],
+        bool(status.get("readyToUse")),
+        (snapshot["spec"].get("source") or {}).get("persistentVolumeClaimName", ""),
+        status.get("restoreSize", ""),
+        snapshot["spec"].get("volumeSnapshotClassName", ""),
+        _age(snapshot["metadata"].get("creationTimestamp")),
+    ]
+
+
 _Column = tuple[str, str, str]
 _COLUMNS: dict[str, tuple[list[_Column], Callable[[dict[str, Any]], list[Any]]]] = {
     "pods": (
@@ -110,6 +137,42 @@ _COLUMNS: dict[str, tuple[list[_Column], Callable[[dict[str, Any]], list[Any]]]]
             sa["metadata"]["name"],
             len(sa.get("secrets") or []),
             _age(sa["metadata"].get("creationTimestamp")),
+        ],
+    ),
+    "persistentvolumeclaims": (
+        [
+            ("Name", "string", "name"),
+            ("Status", "string", ""),
+            ("Volume", "string", ""),
+            ("Capacity", "string", ""),
+            ("Access Modes", "string", ""),
+            ("Age", "string", ""),
+        ],
+        _claim_cells,
+    ),
+    "volumesnapshots": (
+        [
+            ("Name", "string", "name"),
+            ("ReadyToUse", "boolean", ""),
+            ("SourcePVC", "string", ""),
+            ("RestoreSize", "string", ""),
+            ("SnapshotClass", "string", ""),
+            ("Age", "string", ""),
+        ],
+        _snapshot_cells,
+    ),
+    "volumesnapshotclasses": (
+        [
+            ("Name", "string", "name"),
+            ("Driver", "string", ""),
+            ("DeletionPolicy", "string", ""),
+            ("Age", "string", ""),
+        ],
+        lambda item: [
+            item["metadata"]["name"],
+            item.get("driver", ""),
+            item.get("deletionPolicy", ""),
+            _age(item["metadata"].get("creationTimestamp")),
         ],
     ),
     "events": (

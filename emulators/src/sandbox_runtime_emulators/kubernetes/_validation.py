@@ -1,8 +1,9 @@
 """Checking and defaulting a Pod the way the API server does before it stores it.
 
 What a real server would refuse is refused with the same 422 ``Invalid`` shape; what only the
-emulator cannot do (several containers, volumes, init containers) is refused the same way,
-with a message that says it is the emulator's limit (listed in ``docs/kubernetes.md``).
+emulator cannot do (several containers, volumes other than claims, probes) is refused
+the same way, with a message that says it is the emulator's limit (listed in
+``docs/kubernetes.md``).
 """
 
 from __future__ import annotations
@@ -109,10 +110,48 @@ def _check_container(container: dict[str, Any], path: str, causes: list[tuple[st
             causes.append((f"{path}.env[{index}].name", "Required value"))
         if "valueFrom" in variable:
             causes.append((f"{path}.env[{index}].valueFrom", _EMULATOR_LIMIT))
-    for field in ("volumeMounts", "ports", "livenessProbe", "readinessProbe", "startupProbe"):
+    for index, mount in enumerate(container.get("volumeMounts") or []):
+        where = f"{path}.volumeMounts[{index}]"
+        if not str(mount.get("mountPath") or "").startswith("/"):
+            causes.append((f"{where}.mountPath", "Required value: an absolute path"))
+        if mount.get("subPath") or mount.get("subPathExpr"):
+            causes.append((f"{where}.subPath", _EMULATOR_LIMIT))
+    for field in ("ports", "livenessProbe", "readinessProbe", "startupProbe"):
         if container.get(field):
             causes.append((f"{path}.{field}", _EMULATOR_LIMIT))
     _check_resources(container.get("resources") or {}, path, causes)
+
+
+def _check_volumes(
+    spec: dict[str, Any], containers: list[dict[str, Any]], causes: list[tuple[str, str]]
+) -> None:
+    """Volumes: PersistentVolumeClaims only, each mount naming one of them."""
+    names: set[str] = set()
+    for index, volume in enumerate(spec.get("volumes") or []):
+        name = str(volume.get("name") or "")
+        if not name or dns1123_label_problem(name):
+            causes.append((f"spec.volumes[{index}].name", f"Invalid value: {name!r}"))
+        elif name in names:
+            causes.append((f"spec.volumes[{index}].name", f"Duplicate value: {name!r}"))
+        names.add(name)
+        sources = set(volume) - {"name"}
+        if sources != {"persistentVolumeClaim"}:
+            causes.append(
+                (f"spec.volumes[{index}]", f"{_EMULATOR_LIMIT} (only persistentVolumeClaim)")
+            )
+        elif not (volume["persistentVolumeClaim"] or {}).get("claimName"):
+            causes.append(
+                (f"spec.volumes[{index}].persistentVolumeClaim.claimName", "Required value")
+            )
+    for c_index, container in enumerate(containers):
+        for index, mount in enumerate(container.get("volumeMounts") or []):
+            if mount.get("name") not in names:
+                causes.append(
+                    (
+                        f"spec.containers[{c_index}].volumeMounts[{index}].name",
+                        f"Not found: {mount.get('name')!r}",
+                    )
+                )
 
 
 def validate_pod(namespace: str, pod: dict[str, Any]) -> None:
@@ -139,7 +178,13 @@ def validate_pod(namespace: str, pod: dict[str, Any]) -> None:
         )
     for index, container in enumerate(containers):
         _check_container(container, f"spec.containers[{index}]", causes)
-    for field in ("initContainers", "ephemeralContainers", "volumes", "hostNetwork", "hostPID"):
+    inits = spec.get("initContainers") or []
+    for index, container in enumerate(inits):
+        _check_container(container, f"spec.initContainers[{index}]", causes)
+        if container.get("restartPolicy"):  # a sidecar: it would never complete here
+            causes.append((f"spec.initContainers[{index}].restartPolicy", _EMULATOR_LIMIT))
+    _check_volumes(spec, [*containers, *inits], causes)
+    for field in ("ephemeralContainers", "hostNetwork", "hostPID"):
         if spec.get(field):
             causes.append((f"spec.{field}", _EMULATOR_LIMIT))
     policy = spec.get("restartPolicy", "Always")
@@ -175,7 +220,7 @@ def _apply_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("securityContext", {})
     account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = account
-    for container in spec["containers"]:
+    for container in [*spec["containers"], *(spec.get("initContainers") or [])]:
         container.setdefault("imagePullPolicy", default_pull_policy(container["image"]))
         container.setdefault("terminationMessagePath", "/dev/termination-log")
         container.setdefault("terminationMessagePolicy", "File")

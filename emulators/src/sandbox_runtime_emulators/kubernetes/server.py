@@ -42,6 +42,7 @@ from ._exec import CHANNEL_PROTOCOLS
 from ._http import EmulatorServer
 from ._pods import PodStore
 from ._tls import ServingCertificates, make_certificates
+from ._volumes import DEFAULT_CLASS_ANNOTATION, DRIVER
 
 __all__ = ["REALISTIC_QUOTAS", "KubernetesEmulator"]
 
@@ -204,6 +205,23 @@ class KubernetesEmulator:
         self._thread.start()
         logger.info("Kubernetes emulator serving on %s", self.url)
         return self
+
+    def add_snapshot_class(self, name: str = "emulator-snapshots", *, default: bool = True) -> None:
+        """Create a VolumeSnapshotClass (the default one unless told).
+
+        As installing a CSI snapshot driver does: the ``kubernetes`` backend then checkpoints
+        through snapshots.
+        """
+        if self.store is None:
+            raise RuntimeError("start the emulator first")
+        annotations = {DEFAULT_CLASS_ANNOTATION: "true"} if default else {}
+        self.store.volumes.create_class(
+            {
+                "metadata": {"name": name, "annotations": annotations},
+                "driver": DRIVER,
+                "deletionPolicy": "Delete",
+            }
+        )
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until :meth:`close` is called from another one."""

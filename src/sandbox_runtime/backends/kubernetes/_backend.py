@@ -16,6 +16,8 @@ routes from here (in the cluster, or a local one), the in-sandbox agent
 
 from __future__ import annotations
 
+import calendar
+import contextlib
 import logging
 import secrets
 import time
@@ -62,6 +64,7 @@ from sandbox_runtime.backend_kit.agent import (
 from sandbox_runtime.errors import (
     BackendError,
     BackendUnavailableError,
+    CheckpointNotFoundError,
     ConfigError,
     QuotaExceededError,
     SandboxError,
@@ -95,6 +98,16 @@ from ._labels import (
     pod_metadata,
 )
 from ._options import KubernetesOptions
+from ._snapshots import (
+    CLAIM_VOLUME,
+    POD_KEY,
+    SnapshotCalls,
+    checkpoint_of,
+    claim_manifest,
+    is_snapshot_id,
+    snapshot_class,
+    snapshot_manifest,
+)
 
 __all__ = ["KubernetesBackend"]
 
@@ -117,6 +130,8 @@ _FATAL_WAITING = frozenset(
 _NO_SUCH_PATH_EXIT = 44
 _UNLIMITED = 1 << 62
 _FILE_TIMEOUT = 3600.0
+#: Age after which a workdir claim without its pod is debris (its start failed half-way).
+_ORPHAN_CLAIM_AGE = 600.0
 
 
 def _explain_refusal(exc: BaseException, cluster: Cluster, verb: str) -> SandboxError:
@@ -167,7 +182,9 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     extra = "kubernetes"
     #: Pods run images the nodes can pull; with the emulator or a one-node cluster on this
     #: machine's engine (``imagePullPolicy: IfNotPresent``) that includes locally built ones.
-    #: Filesystem checkpoints and forks through the archive store (``_checkpoints.py``);
+    #: Filesystem checkpoints and forks through CSI volume snapshots (``_snapshots.py``)
+    #: where the cluster has a snapshot class, else through the archive store
+    #: (``_checkpoints.py``);
     #: no ``pause``: the pods API has no freezer (``docs/checkpoints.md``).
     capabilities = frozenset(
         {
@@ -190,6 +207,13 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         self._close_stdin = True  # the v5 close signal; learnt from the first exec
         self._pod_ip: str | None = None
         self._agent_dir = agent_directory()
+        # The snapshot path (``_snapshots``): the workdir's claim, the snapshot class, whether
+        # a fresh claim is seeded with the image's workdir, and the snapshot a fork restores.
+        self._claim: str | None = None
+        self._snapshot_class: str | None = None
+        self._method_chosen = False
+        self._seed = True
+        self._restore_from: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"KubernetesBackend(pod={self._pod!r})"
@@ -277,12 +301,86 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         if opts.image_pull_secrets:
             spec["imagePullSecrets"] = [{"name": name} for name in opts.image_pull_secrets]
         labels[_lease.LEASE_KEY] = self._lease_key
+        if self._claim is not None:
+            self._mount_claim(spec, container)
         return {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": self._pod, "labels": labels, "annotations": annotations},
             "spec": spec,
         }
+
+    def _mount_claim(self, spec: dict[str, Any], container: dict[str, Any]) -> None:
+        """The workdir on its claim; a fresh claim is first seeded with the image's workdir.
+
+        The seed is an init container of the same image with the claim mounted aside: it
+        copies what the image has at the workdir (a repository, say), which the claim mounted
+        there would hide.  A claim restored from a snapshot already holds its files.
+        """
+        assert self._claim is not None
+        spec["volumes"] = [
+            {"name": CLAIM_VOLUME, "persistentVolumeClaim": {"claimName": self._claim}}
+        ]
+        container["volumeMounts"] = [{"name": CLAIM_VOLUME, "mountPath": self.config.workdir}]
+        if self._seed:
+            seed = "/.sandbox-runtime-seed"
+            spec["initContainers"] = [
+                {
+                    "name": "seed",
+                    "image": container["image"],
+                    "imagePullPolicy": container["imagePullPolicy"],
+                    "command": [
+                        "/bin/sh",
+                        "-c",
+                        'if [ -d "$1" ]; then cp -a "$1/." "$2/"; fi',
+                        "sh",
+                        self.config.workdir,
+                        seed,
+                    ],
+                    "resources": container["resources"],
+                    "volumeMounts": [{"name": CLAIM_VOLUME, "mountPath": seed}],
+                }
+            ]
+
+    def _choose_method(self) -> None:
+        """Take the snapshot path where it can be had (``checkpoint_method``), once."""
+        if self._method_chosen:
+            return
+        self._method_chosen = True
+        opts = self.options
+        if opts.checkpoint_method == "archive":
+            return
+        if self.config.checkpoint_paths:
+            if opts.checkpoint_method == "snapshot":
+                raise ConfigError(
+                    "options.checkpoint_method 'snapshot' keeps the workdir only; "
+                    "checkpoint_paths need 'archive' (or 'auto')"
+                )
+            return
+        try:
+            self._snapshot_class = snapshot_class(self.cluster, opts)
+        except ApiException as exc:
+            raise _explain_refusal(exc, self.cluster, "list volumesnapshotclasses") from exc
+        if self._snapshot_class is None and opts.checkpoint_method == "snapshot":
+            raise ConfigError(
+                f"options.checkpoint_method is 'snapshot' but {self.cluster.server} serves no "
+                "usable VolumeSnapshotClass (snapshot.storage.k8s.io/v1)"
+            )
+
+    def _snapshots(self) -> SnapshotCalls:
+        return SnapshotCalls(self.cluster, self.options, self._call)
+
+    def _create_claim(self, name: str) -> None:
+        manifest = claim_manifest(
+            name, self._pod, self._manifest()["metadata"], self.options, self._restore_from
+        )
+        try:
+            self._snapshots().create_claim(manifest)
+        except ApiException as exc:
+            error = _explain_refusal(exc, self.cluster, "create persistentvolumeclaims")
+            if _quota_refusal(exc):
+                error = QuotaExceededError(f"the API server refused the claim: {describe(exc)}")
+            raise error from exc
 
     def start(self) -> None:
         """Create the pod, wait until it runs, prepare the workdir; clean up on any failure."""
@@ -291,8 +389,12 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         if any(name.startswith("-") for name in self.config.env):
             raise ConfigError("environment variable names may not start with '-'")
         began = time.monotonic()
-        manifest = self._manifest()
+        self._choose_method()
         cluster = self.cluster
+        if self._snapshot_class is not None:
+            self._create_claim(self._pod)
+            self._claim = self._pod
+        manifest = self._manifest()
         try:
             self._create(cluster, manifest)
         except ApiException as exc:
@@ -301,6 +403,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
                 error = SandboxStartError(f"the API server refused the pod: {describe(exc)}")
             if _quota_refusal(exc):
                 error = QuotaExceededError(f"the API server refused the pod: {describe(exc)}")
+            self._delete_claim_quietly()
             raise error from exc
         except Exception as exc:
             if unreachable(exc):
@@ -325,7 +428,29 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
     # -- checkpoints (docs/checkpoints.md) ---------------------------------------------------
 
     def checkpoint(self, labels: Mapping[str, str], lifetime: float) -> Checkpoint:
-        """Archive the workdir and ``config.checkpoint_paths`` into the client's store."""
+        """A ``VolumeSnapshot`` of the workdir's claim, or an archive of the captured paths.
+
+        The snapshot path keeps the workdir on a claim; otherwise the workdir and
+        ``config.checkpoint_paths`` are archived into the client's store.
+        """
+        if self._claim is not None and self._snapshot_class is not None:
+            manifest = snapshot_manifest(
+                claim=self._claim,
+                class_name=self._snapshot_class,
+                source_id=self._pod,
+                image=self.config.image,
+                labels=labels,
+                lifetime=lifetime,
+                run_id=self.config.run_id,
+                workdir=self.config.workdir,
+            )
+            calls = self._snapshots()
+            try:
+                calls.create(manifest)
+                taken = calls.wait_taken(manifest["metadata"]["name"], self.config.start_timeout)
+            except ApiException as exc:
+                raise _explain_refusal(exc, self.cluster, "create volumesnapshots") from exc
+            return checkpoint_of(taken)
         return store_for(self.options).capture(
             self,
             [self.config.workdir, *self.config.checkpoint_paths],
@@ -339,11 +464,64 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         )
 
     def rollback(self, checkpoint: Checkpoint) -> None:
-        """Restore the captured paths in this same pod (its commands keep running)."""
-        store_for(self.options).restore(self, checkpoint)
+        """Restore the captured paths in this same pod (its commands keep running).
+
+        A snapshot checkpoint is restored as a new claim, and the pod is replaced by one of
+        the same name mounting it: its processes end (``docs/checkpoints.md``).
+        """
+        if not is_snapshot_id(checkpoint.id):
+            store_for(self.options).restore(self, checkpoint)
+            return
+        calls = self._snapshots()
+        self._restore_from = calls.get(checkpoint.id)
+        old, new = self._claim, f"{self._pod}-{secrets.token_hex(3)}"
+        self._create_claim(new)
+        self._replace_pod(new)
+        if old is not None:
+            self._delete_claim_quietly(old)
+
+    def _replace_pod(self, claim: str) -> None:
+        """Delete the pod, then start one of the same name on ``claim`` (no seed)."""
+        deadline = time.monotonic() + self.config.start_timeout
+        cluster = self.cluster
+        self.stop(keep_claim=True)
+        self._agent = None
+        delay = 0.05
+        while self._read(cluster) is not None:
+            if time.monotonic() + delay > deadline:
+                raise SandboxTimeoutError(f"pod {self._pod} was not deleted within start_timeout")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+        self._claim, self._seed = claim, False
+        try:
+            self._create(cluster, self._manifest())
+            self._wait_running(cluster, deadline)
+            self._prepare(deadline)
+            if self.options.agent != "off":
+                link = self._start_agent()
+                if self.options.agent == "on":
+                    link.wait()
+        except ApiException as exc:
+            raise _explain_refusal(exc, cluster, "create pods") from exc
 
     def start_from_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Start a fresh pod of the checkpoint's image (unless one is given), then restore."""
+        """Start a fresh pod of the checkpoint's image (unless one is given), then restore.
+
+        A snapshot checkpoint needs no restore: the pod's claim is made from the snapshot.
+        """
+        if is_snapshot_id(checkpoint.id):
+            snapshot = self._snapshots().get(checkpoint.id)
+            meta = snapshot["metadata"]
+            if not self.config.image:
+                image = (meta.get("annotations") or {}).get("sandbox-runtime.io/image")
+                self.config = self.config.model_copy(update={"image": image or None})
+            self._method_chosen, self._seed = True, False
+            self._snapshot_class = snapshot["spec"].get(
+                "volumeSnapshotClassName"
+            ) or snapshot_class(self.cluster, self.options)
+            self._restore_from = snapshot
+            self.start()
+            return
         store = store_for(self.options)
         record = store.record(checkpoint, self.name)
         if not self.config.image:
@@ -356,14 +534,42 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             raise
 
     @classmethod
+    def _class_calls(cls, opts: KubernetesOptions) -> SnapshotCalls:
+        cluster = connect(opts)
+
+        def call(description: str, operation: Any) -> Any:
+            return call_with_retries(
+                operation,
+                retryable,
+                description=description,
+                retry_after=retry_after,
+                limiter=_limiter(cluster, opts),
+            )
+
+        return SnapshotCalls(cluster, opts, call)
+
+    @classmethod
     def list_checkpoints(cls, options: BackendOptions | None = None) -> list[Checkpoint]:
-        """The kubernetes checkpoints of this client (on its disk, not in the cluster)."""
-        return store_for(cls.coerce_options(options)).list(cls.name)
+        """The client's archive checkpoints, and the namespace's ``VolumeSnapshot`` ones."""
+        opts = cls.coerce_options(options)
+        found = store_for(opts).list(cls.name)
+        if opts.checkpoint_method == "archive":
+            return found
+        try:
+            calls = cls._class_calls(opts)
+        except BackendUnavailableError as exc:  # no cluster configured: the archives still list
+            logger.warning("kubernetes snapshot checkpoints not listed: %s", exc)
+            return found
+        return found + [checkpoint_of(item) for item in calls.list_snapshots()]
 
     @classmethod
     def delete_checkpoint(cls, checkpoint_id: str, options: BackendOptions | None = None) -> None:
-        """Remove one checkpoint from the client's store."""
-        store_for(cls.coerce_options(options)).delete(checkpoint_id, cls.name)
+        """Remove one checkpoint: its ``VolumeSnapshot``, or its archive in the client's store."""
+        opts = cls.coerce_options(options)
+        if is_snapshot_id(checkpoint_id):
+            cls._class_calls(opts).delete(checkpoint_id)
+            return
+        store_for(opts).delete(checkpoint_id, cls.name)
 
     def _start_agent(self) -> AgentLink:
         """Upload the agent's files (one exec) off the start path; the pod's loop starts it."""
@@ -532,9 +738,20 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         except SandboxError as exc:
             logger.warning("could not delete pod %s: %s", self._pod, exc)
 
-    def stop(self) -> None:
-        """Delete the pod at once (grace period 0); deleting a deleted pod is fine."""
+    def _delete_claim_quietly(self, name: str | None = None) -> None:
+        """Delete the workdir's claim (or ``name``); a failure is logged (``reap`` finds it)."""
+        name = name or self._claim
+        if name is None:
+            return
+        try:
+            self._snapshots().delete_claim(name)
+        except Exception as exc:  # the pod is what matters; reap removes a leftover claim
+            logger.warning("could not delete claim %s: %s", name, exc)
+
+    def stop(self, *, keep_claim: bool = False) -> None:
+        """Delete the pod at once (grace period 0), then its claim; a deleted pod is fine."""
         if not self._started:
+            self._delete_claim_quietly()
             return
         cluster = self.cluster
 
@@ -561,6 +778,8 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
             # After the deletion, so that a command running meanwhile sees its sandbox gone.
             if self._agent is not None:
                 self._agent.close()
+        if not keep_claim:
+            self._delete_claim_quietly()
 
     def is_alive(self) -> bool:
         """True while the pod exists, runs, and is not being deleted."""
@@ -803,8 +1022,43 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         if not _running(pod):
             raise SandboxGoneError(f"pod {sandbox_id!r} is not running")
         self._lease_key = labels.get(_lease.LEASE_KEY, self._lease_key)
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            if volume.get("name") == CLAIM_VOLUME:
+                self._claim = volume["persistentVolumeClaim"]["claimName"]
+                self._method_chosen, self._seed = True, False
+                self._snapshot_class = snapshot_class(self.cluster, self.options)
         self._started = True
         self._prepare(time.monotonic() + self.config.start_timeout)
+
+    @classmethod
+    def _reap_volumes(
+        cls, opts: KubernetesOptions, pods: list[dict[str, Any]], *, dry_run: bool
+    ) -> list[ReapedSandbox]:
+        """Snapshots of expired or ownerless checkpoints, and claims of dead owners or pods."""
+        if opts.checkpoint_method == "archive":
+            return []
+        calls = cls._class_calls(opts)
+        reaped: list[ReapedSandbox] = []
+        for snapshot in calls.list_snapshots():
+            metadata = snapshot.get("metadata") or {}
+            reason = why_reapable(ownership_view(metadata))
+            if reason is None:
+                continue
+            name = str(metadata.get("name"))
+            reaped.append(ReapedSandbox(cls.name, name, f"checkpoint: {reason}"))
+            if not dry_run:
+                with contextlib.suppress(CheckpointNotFoundError):
+                    calls.delete(name)
+        by_name = {str((pod.get("metadata") or {}).get("name")): pod for pod in pods}
+        for claim in calls.list_claims():
+            reason = _reapable_claim(claim, by_name)
+            if reason is None:
+                continue
+            name = str((claim.get("metadata") or {}).get("name"))
+            reaped.append(ReapedSandbox(cls.name, name, reason))
+            if not dry_run:
+                calls.delete_claim(name)
+        return reaped
 
     @classmethod
     def reap(
@@ -817,6 +1071,7 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
         opts = cls.coerce_options(options)
         reaped = store_for(opts).reap(cls.name, dry_run=dry_run)
         cluster, pods = cls._managed_pods(opts)
+        reaped += cls._reap_volumes(opts, pods, dry_run=dry_run)
         for pod in pods:
             metadata = pod.get("metadata") or {}
             if metadata.get("deletionTimestamp"):
@@ -846,6 +1101,28 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
                 if status_code(exc) != 404:
                     raise _explain_refusal(exc, cluster, "delete pods") from exc
         return reaped
+
+
+def _reapable_claim(claim: dict[str, Any], pods: dict[str, dict[str, Any]]) -> str | None:
+    """Why a workdir claim may go: its owner's reason, or its pod ended or long gone."""
+    metadata = claim.get("metadata") or {}
+    reason = why_reapable(ownership_view(metadata))
+    if reason is not None:
+        return f"claim: {reason}"
+    pod = pods.get(str((metadata.get("annotations") or {}).get(POD_KEY)))
+    if pod is None:
+        # Made just before its pod: only a claim older than a start is an orphan.
+        created = metadata.get("creationTimestamp")
+        if created and time.time() - _epoch(str(created)) > _ORPHAN_CLAIM_AGE:
+            return "claim: its pod is gone"
+        return None
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return "claim: its pod ended"
+    return None
+
+
+def _epoch(stamp: str) -> float:
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _running(pod: dict[str, Any]) -> bool:

@@ -1,5 +1,6 @@
 """Filesystem checkpoints of kubernetes sandboxes, through the shared archive store.
 
+The archive path (``_snapshots`` is the other, where the cluster has a CSI snapshot class).
 The pods API has no snapshot of a container's filesystem (a ``VolumeSnapshot`` covers
 volumes only, and needs a CSI driver), nor a freezer: so a checkpoint is the sandbox's
 workdir and ``SandboxConfig.checkpoint_paths`` read as tar through the pod's agent or

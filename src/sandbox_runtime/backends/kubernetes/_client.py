@@ -79,6 +79,10 @@ class Cluster:
         """
         return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(self.configuration))
 
+    def custom_api(self) -> Any:
+        """A ``CustomObjectsApi`` sharing the pooled client (for the snapshot group)."""
+        return kubernetes.client.CustomObjectsApi(self.api.api_client)
+
 
 _clusters: dict[tuple[Any, ...], Cluster] = {}
 _clusters_lock = threading.Lock()

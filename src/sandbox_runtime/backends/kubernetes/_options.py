@@ -18,6 +18,7 @@ from ._names import (
     dns1123_subdomain_problem,
     label_key_problem,
     label_value_problem,
+    memory_bytes,
 )
 
 __all__ = ["KubernetesOptions"]
@@ -84,6 +85,22 @@ class KubernetesOptions(BackendOptions):
     ``docs/checkpoints.md``); default: ``SANDBOX_RUNTIME_CHECKPOINT_DIR``, else
     ``$XDG_STATE_HOME/sandbox-runtime/checkpoints``."""
 
+    checkpoint_method: Literal["auto", "snapshot", "archive"] = "auto"
+    """How checkpoints are kept (``docs/checkpoints.md``): ``snapshot`` keeps the workdir on a
+    PersistentVolumeClaim and checkpoints it as a CSI ``VolumeSnapshot``, which forks and
+    rollbacks restore as new claims (no archive moves through this client); ``archive`` reads
+    the captured paths as tar into ``checkpoint_dir``; ``auto`` takes ``snapshot`` where the
+    cluster serves ``snapshot.storage.k8s.io/v1`` with a usable class and only the workdir is
+    captured (no ``checkpoint_paths``), else ``archive``."""
+    volume_snapshot_class: str | None = None
+    """VolumeSnapshotClass of the snapshot path; default: the class annotated
+    ``snapshot.storage.kubernetes.io/is-default-class: "true"``, else the only one."""
+    storage_class: str | None = None
+    """StorageClass of the workdir's claim on the snapshot path (its CSI driver must be the
+    snapshot class's); default: the cluster's default."""
+    volume_size: str = "10Gi"
+    """Size the workdir's claim asks for on the snapshot path (a Kubernetes quantity)."""
+
     @field_validator("namespace", "service_account", "runtime_class_name")
     @classmethod
     def _check_dns_name(cls, value: str | None) -> str | None:
@@ -113,6 +130,16 @@ class KubernetesOptions(BackendOptions):
             problem = label_key_problem(key) or label_value_problem(label)
             if problem:
                 raise ValueError(f"{key}={label}: {problem}")
+        return value
+
+    @field_validator("volume_size")
+    @classmethod
+    def _check_size(cls, value: str) -> str:
+        try:
+            if memory_bytes(value) <= 0:
+                raise ValueError
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a positive Kubernetes quantity (say 10Gi)") from exc
         return value
 
     @field_validator("api_server")
