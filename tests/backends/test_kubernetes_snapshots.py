@@ -58,6 +58,7 @@ def _config(emulator: Any, image: str, store: Path, **options: Any) -> SandboxCo
             **emulator.backend_options(),
             "agent": "off",
             "checkpoint_dir": str(store),
+            "checkpoint_method": "auto",  # the default is "archive" (docs/checkpoints.md)
             **options,
         },
     )
@@ -147,6 +148,12 @@ def test_the_method_is_chosen_as_documented(
         checkpoint = sandbox.checkpoint()
         assert checkpoint.id.startswith("ckpt-")
     delete_checkpoint(checkpoint, options=archive.options)
+    # The default is the archive path, even where the cluster has a snapshot class.
+    auto = _config(snapshot_emulator, docker_image, store)
+    options = {k: v for k, v in dict(auto.options).items() if k != "checkpoint_method"}
+    default = auto.model_copy(update={"options": options})
+    with SandboxRuntime(default) as sandbox:
+        assert sandbox.backend._claim is None  # type: ignore[attr-defined]
     # Declared paths outside the workdir: auto takes the archive, snapshot is refused.
     paths = _config(snapshot_emulator, docker_image, store).model_copy(
         update={"checkpoint_paths": ["/opt/data"]}

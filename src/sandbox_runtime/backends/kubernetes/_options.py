@@ -85,13 +85,16 @@ class KubernetesOptions(BackendOptions):
     ``docs/checkpoints.md``); default: ``SANDBOX_RUNTIME_CHECKPOINT_DIR``, else
     ``$XDG_STATE_HOME/sandbox-runtime/checkpoints``."""
 
-    checkpoint_method: Literal["auto", "snapshot", "archive"] = "auto"
+    checkpoint_method: Literal["auto", "snapshot", "archive"] = "archive"
     """How checkpoints are kept (``docs/checkpoints.md``): ``snapshot`` keeps the workdir on a
     PersistentVolumeClaim and checkpoints it as a CSI ``VolumeSnapshot``, which forks and
     rollbacks restore as new claims (no archive moves through this client); ``archive`` reads
     the captured paths as tar into ``checkpoint_dir``; ``auto`` takes ``snapshot`` where the
     cluster serves ``snapshot.storage.k8s.io/v1`` with a usable class and only the workdir is
-    captured (no ``checkpoint_paths``), else ``archive``."""
+    captured (no ``checkpoint_paths``), else ``archive``.  ``archive`` is the default because
+    the snapshot path changes every start, forked or not: a claim is provisioned (seconds on a
+    cloud disk) and seeded with the image's workdir, and the account needs rights on claims
+    and snapshots; ask for ``auto`` where sandboxes are forked (``run --group``)."""
     volume_snapshot_class: str | None = None
     """VolumeSnapshotClass of the snapshot path; default: the class annotated
     ``snapshot.storage.kubernetes.io/is-default-class: "true"``, else the only one."""
