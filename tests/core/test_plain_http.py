@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sandbox_runtime._envd._plain_http import PlainHttp
+from sandbox_runtime._envd._plain_http import _CORK_BELOW, PlainHttp
 
 
 class _Files(BaseHTTPRequestHandler):
@@ -90,6 +90,19 @@ def test_a_round_trip_keeps_one_connection(server: ThreadingHTTPServer) -> None:
     status, headers, content = client.request("GET", "/files", body=None, headers={})
     assert (status, content, headers["content-length"]) == (200, data, str(len(data)))
     assert len(_Files.connections) == 1
+    client.close()
+
+
+@pytest.mark.parametrize("size", [1, _CORK_BELOW - 1, _CORK_BELOW, 3 * _CORK_BELOW + 7])
+def test_bodies_either_side_of_the_cork_arrive_whole(
+    server: ThreadingHTTPServer, size: int
+) -> None:
+    """Small bodies go corked with their head, large ones uncorked: both arrive exact."""
+    client = _client(server)
+    data = bytes(range(256)) * (size // 256 + 1)
+    data = data[:size]
+    assert client.request("POST", "/files", body=data, headers={})[0] == 200
+    assert client.request("GET", "/files", body=None, headers={})[2] == data
     client.close()
 
 

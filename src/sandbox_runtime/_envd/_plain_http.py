@@ -47,6 +47,8 @@ _ASK_AGAIN = 1.0
 #: second; the question costs a native exec, so it is asked only of a silent server.
 ANSWER_PATIENCE = 1.5
 _FAILURES = (http.client.HTTPException, OSError)
+# Request bodies below this size are sent corked with their head (see _send).
+_CORK_BELOW = 64 * 1024
 
 PlainResponse = tuple[int, dict[str, str], bytes]
 """Status, headers (names lower-cased) and the whole body."""
@@ -313,10 +315,13 @@ def _send(
 
     ``http.client`` sends the head and the body in two calls, and with ``TCP_NODELAY`` each
     is a segment of its own: the server wakes for the head, then again for the body.
-    ``TCP_CORK`` holds them until it is cleared, which sends what is held at once.
+    ``TCP_CORK`` holds them until it is cleared, which sends what is held at once.  Only a
+    small body is corked: a large one is many segments anyway, and corking it made a 1 MB
+    upload slower (the kernel holds each partial segment until the cork is cleared).
     """
     sock = connection.sock
-    cork = getattr(socket, "TCP_CORK", None) if sock is not None and body else None
+    small = body is not None and 0 < len(body) < _CORK_BELOW
+    cork = getattr(socket, "TCP_CORK", None) if sock is not None and small else None
     if cork is None or sock is None:
         connection.request(method, target, body=body, headers=dict(headers))
         return
