@@ -146,6 +146,18 @@ def test_large_binary_output_arrives_exactly(plain: EnvdClient, tmp_path: Path) 
     )
 
 
+@pytest.mark.parametrize("size", [0, 10, 70_000, 1_000_000])
+def test_files_of_every_size_round_trip_exactly(
+    plain: EnvdClient, tmp_path: Path, size: int
+) -> None:
+    """``/files`` answers: a small body leaves joined with its head, a large one apart."""
+    data = os.urandom(size)
+    target = str(tmp_path / f"file-{size}.bin")
+    plain.write(target, data)
+    assert Path(target).read_bytes() == data
+    assert plain.read(target) == data
+
+
 def test_output_caps_hold(plain: EnvdClient) -> None:
     request = ExecRequest(
         command="head -c 2000000 /dev/zero", cwd="/", timeout=60, max_output_bytes=10_000

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sandbox_runtime._envd._plain_http import PlainHttp
+from sandbox_runtime._envd._plain_http import _JOIN_BELOW, PlainHttp, _Connection
 
 
 class _Files(BaseHTTPRequestHandler):
@@ -90,6 +90,44 @@ def test_a_round_trip_keeps_one_connection(server: ThreadingHTTPServer) -> None:
     status, headers, content = client.request("GET", "/files", body=None, headers={})
     assert (status, content, headers["content-length"]) == (200, data, str(len(data)))
     assert len(_Files.connections) == 1
+    client.close()
+
+
+@pytest.mark.parametrize("size", [1, _JOIN_BELOW - 1, _JOIN_BELOW, 3 * _JOIN_BELOW + 7])
+def test_bodies_either_side_of_the_join_arrive_whole(
+    server: ThreadingHTTPServer, size: int
+) -> None:
+    """Small bodies leave in one send with their head, large ones apart: both arrive exact."""
+    client = _client(server)
+    data = bytes(range(256)) * (size // 256 + 1)
+    data = data[:size]
+    assert client.request("POST", "/files", body=data, headers={})[0] == 200
+    assert client.request("GET", "/files", body=None, headers={})[2] == data
+    client.close()
+
+
+def test_a_small_request_is_one_send_and_a_large_one_is_not_copied(
+    server: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process start (small body) costs one ``send``; a large body is sent as it is."""
+    sent: list[bytes] = []
+    original = _Connection.send
+
+    def counted(self: _Connection, data: bytes) -> None:
+        sent.append(data)
+        original(self, data)
+
+    monkeypatch.setattr(_Connection, "send", counted)
+    client = _client(server)
+    small = b"x" * 300
+    assert client.request("POST", "/files", body=small, headers={})[0] == 200
+    assert len(sent) == 1
+    assert sent[0].endswith(b"\r\n\r\n" + small)
+    large = bytes(range(256)) * 1024
+    sent.clear()
+    assert client.request("POST", "/files", body=large, headers={})[0] == 200
+    assert len(sent) == 2
+    assert sent[1] is large
     client.close()
 
 
