@@ -89,7 +89,8 @@ def test_the_fault_free_runs_grade_every_task(
     assert len(fault_free["oracle"]) == 10
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+# One seed: the recoverable-faults test below runs 20% envd and cloud faults on another.
+@pytest.mark.parametrize("seed", [1])
 def test_five_percent_envd_faults_change_nothing(
     bundled_tasks: list[Task],
     sample_images: list[str],

@@ -52,7 +52,9 @@ def records_of(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["oracle", "null"])
+# The oracle only, for CI's time (~50 s more for null); the null agent's 0 on each backend is
+# checked by test_cli_run, and a disagreeing replay by the tests below.
+@pytest.mark.parametrize("agent", ["oracle"])
 def test_a_local_run_replayed_on_docker_agrees_on_every_bundled_task(
     tmp_path: Path, docker_image: str, agent: str
 ) -> None:
