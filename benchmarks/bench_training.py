@@ -8,9 +8,9 @@ sandbox of the task's configuration (``--grading fresh``, the default: strict gr
 while no sandbox is needed.
 Both modes begin with the same ``--startup`` pause (loading the model).  With prefetch, the
 trainer feeds step 0's batch before that pause and the next step's batch when a step begins,
-so those sandboxes start during the pause, this step's episodes and the update; a rollout's
-grading sandbox is scheduled right after its own (the library's ``run --prefetch`` does the
-same), so it starts while the episode runs.
+so those sandboxes start during the pause, this step's episodes and the update; the step's
+grading sandboxes are scheduled after all of its rollout sandboxes (the library's
+``run --prefetch`` orders them the same way), so they start while the episodes run.
 
 Measured per engine and mode: the sandbox wait on each step's critical path (the longest of
 its rollouts' waits for their sandboxes, the grading one included; summed over steps),
@@ -140,14 +140,22 @@ def task_config(engine: Engine, run_id: str, task: int, lifetime: float) -> Sand
 def step_slots(
     engine: Engine, args: argparse.Namespace, run_id: str, step: int, *, grading: bool = False
 ) -> list[PrefetchSlot]:
-    """The step's rollouts' slots; ``grading``: each followed by its grading sandbox's."""
-    per_rollout = 2 if grading else 1
-    return [
-        PrefetchSlot(
-            f"t{step}-{task}", task_config(engine, run_id, step * 1000 + task, args.lifetime)
-        )
+    """The step's rollouts' slots; ``grading``: then their grading sandboxes' (needed later).
+
+    The grading sandboxes come after every rollout sandbox of the step, as ``run --prefetch``
+    orders them (``swe/prefetch.py``): a rollout needs its sandbox when the step begins, its
+    grading sandbox only after its episode.
+    """
+    configs = [
+        (f"t{step}-{task}", task_config(engine, run_id, step * 1000 + task, args.lifetime))
         for task in range(args.tasks)
-        for _ in range(args.group * per_rollout)
+    ]
+    rounds = 2 if grading else 1
+    return [
+        PrefetchSlot(key, config)
+        for _ in range(rounds)
+        for key, config in configs
+        for _ in range(args.group)
     ]
 
 

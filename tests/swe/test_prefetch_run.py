@@ -122,3 +122,31 @@ def test_swe_env_takes_its_sandbox_from_a_fed_prefetcher(
         prefetcher.close()
     assert prefetcher.stats().discarded == 0
     assert list(tmp_path.glob("sandbox-runtime-*/sbx-*")) == []
+
+
+def test_grading_slots_come_after_the_agents_of_the_tasks_running_beside_them(
+    bundled_tasks: list[Task],
+) -> None:
+    """With ``-j 3``, tasks 0-2 start at once: their agents' sandboxes are needed before any
+    grading one, and task 0's grading sandbox before task 3's agent (task 3 starts when task 0
+    ends)."""
+    from sandbox_runtime.swe.prefetch import TaskPrefetcher
+    from sandbox_runtime.swe.runner import task_sandbox_config
+
+    tasks = bundled_tasks[:5]
+    options = RunOptions(jobs=3)
+    slots = TaskPrefetcher._slots(
+        tasks,
+        lambda task: task_sandbox_config(task, options),
+        copies=2,  # each task: its agent's sandbox, then its fresh grading one
+        later=lambda task: 1,
+        lag=options.jobs - 1,
+    )
+    key = {pool_key(task): f"t{index}" for index, task in enumerate(tasks)}
+    order = [key[slot.key] for slot in slots]
+    assert order == ["t0", "t1", "t2", "t0", "t3", "t1", "t4", "t2", "t3", "t4"]
+    # Without a lag (or a later part) the grading slot follows its agent's at once.
+    plain = TaskPrefetcher._slots(
+        tasks, lambda task: task_sandbox_config(task, options), 2, None, 0
+    )
+    assert [key[slot.key] for slot in plain] == [f"t{i // 2}" for i in range(10)]

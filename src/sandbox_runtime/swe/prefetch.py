@@ -6,10 +6,12 @@ run's task order *is* the schedule: a :class:`~sandbox_runtime._core.prefetch.Pr
 starts the next K sandboxes while earlier tasks run, whatever their images, one slot per
 sandbox the run will open (a group's rollouts share their task's key, ``swe.warm.pool_key``).
 
-A task graded in a fresh sandbox has that sandbox in the schedule too, right after its
-agent's: it is started while the agent works, so grading does not wait for a start (it
-waits parked, holding a lease, which costs its sandbox-seconds: the price of taking the
-start off the critical path).  A task that ends before its grading gives its slot back
+A task graded in a fresh sandbox has that sandbox in the schedule too, after the agent
+sandboxes of the tasks that run beside it (``lag``: the next ``jobs - 1``), which need
+theirs at once while its grading waits for its agent's turns.  It is started while the
+agent works, so grading does not wait for a start (it waits parked, holding a lease, which
+costs its sandbox-seconds: the price of taking the start off the critical path).  A task
+that ends before its grading gives its slot back
 (:meth:`TaskPrefetcher.forgo`).  A group that forks takes its grading copies from its
 checkpoint instead, so only its prepared source is scheduled.  Retries (``--retries``)
 start on the spot as without prefetch.  Prefetched sandboxes carry no task label, as
@@ -20,6 +22,7 @@ sure the configuration is the task's.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from sandbox_runtime._core.config import SandboxConfig
@@ -59,26 +62,44 @@ class TaskPrefetcher:
         ahead: int,
         *,
         copies: int | Callable[[Task], int] = 1,
+        later: Callable[[Task], int] | None = None,
+        lag: int = 0,
     ) -> None:
+        """Schedule ``copies`` slots per task; ``later`` of them after ``lag`` more tasks.
+
+        ``later(task)``: how many of the task's slots it needs only after its agents' work
+        (its fresh grading sandboxes); they are scheduled after the first slots of the next
+        ``lag`` tasks (the run's ``jobs``: the tasks that start while it runs).
+        """
         self._prefetcher = Prefetcher(
             ahead=ahead, max_in_flight=min(ahead, MAX_IN_FLIGHT), jitter=JITTER
         )
-        self._prefetcher.extend(self._slots(tasks, config_of, copies))
+        self._prefetcher.extend(self._slots(tasks, config_of, copies, later, lag))
 
     @staticmethod
     def _slots(
         tasks: Sequence[Task],
         config_of: Callable[[Task], SandboxConfig],
         copies: int | Callable[[Task], int],
+        later: Callable[[Task], int] | None,
+        lag: int,
     ) -> list[PrefetchSlot]:
         slots: list[PrefetchSlot] = []
+        held: deque[list[PrefetchSlot]] = deque()  # each task's later slots, in task order
         for task in tasks:
             try:
                 config = unlabelled(config_of(task))
             except SandboxError:
                 continue  # the task fails on its own when it runs; nothing to start for it
             count = copies(task) if callable(copies) else copies
-            slots.extend(PrefetchSlot(pool_key(task), config) for _ in range(count))
+            late = min(count, max(0, later(task))) if later is not None else 0
+            key = pool_key(task)
+            slots.extend(PrefetchSlot(key, config) for _ in range(count - late))
+            held.append([PrefetchSlot(key, config) for _ in range(late)])
+            if len(held) > lag:
+                slots.extend(held.popleft())
+        for rest in held:
+            slots.extend(rest)
         return slots
 
     def take(self, task: Task, config: SandboxConfig) -> SandboxRuntime:

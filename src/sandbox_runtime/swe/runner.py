@@ -220,7 +220,12 @@ class Runner:
             self._pools = WarmPools(self.tasks, self.options.warm)
         if self.options.prefetch > 0:
             self._prefetch = TaskPrefetcher(
-                self.tasks, self._config, self.options.prefetch, copies=self._prefetch_slots
+                self.tasks,
+                self._config,
+                self.options.prefetch,
+                copies=self._prefetch_slots,
+                later=lambda task: self._prefetch_slots(task) - self._agent_slots(task),
+                lag=max(0, self.options.jobs - 1),
             )
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs))
         futures: dict[Future[list[TaskOutcome]], int] = {
