@@ -221,22 +221,7 @@ class SnapshotCalls:
 
     def get(self, name: str) -> dict[str, Any]:
         """One snapshot of ours; ``CheckpointNotFoundError`` if it does not exist."""
-        try:
-            found = self._call(
-                "get volumesnapshot",
-                lambda: self._api.get_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.cluster.namespace,
-                    "volumesnapshots",
-                    name,
-                    _request_timeout=self.options.api_timeout,
-                ),
-            )
-        except ApiException as exc:
-            if status_code(exc) == 404:
-                raise CheckpointNotFoundError(f"no kubernetes checkpoint {name!r}") from exc
-            raise
+        found = self._on_snapshot("get", self._api.get_namespaced_custom_object, name)
         labels = (found.get("metadata") or {}).get("labels") or {}
         if labels.get(BACKEND_KEY) != "kubernetes":
             raise CheckpointNotFoundError(f"{name!r} is not a checkpoint of this library")
@@ -266,10 +251,17 @@ class SnapshotCalls:
     def delete(self, name: str) -> None:
         """Delete one snapshot; ``CheckpointNotFoundError`` if it is not there."""
         self.get(name)  # only ours
+        self._on_snapshot("delete", self._api.delete_namespaced_custom_object, name)
+
+    def _on_snapshot(self, verb: str, method: Any, name: str) -> Any:
+        """``method`` (the custom objects API's get or delete) on snapshot ``name``.
+
+        A 404 is :class:`CheckpointNotFoundError`: the checkpoint is gone.
+        """
         try:
-            self._call(
-                "delete volumesnapshot",
-                lambda: self._api.delete_namespaced_custom_object(
+            return self._call(
+                f"{verb} volumesnapshot",
+                lambda: method(
                     GROUP,
                     VERSION,
                     self.cluster.namespace,
