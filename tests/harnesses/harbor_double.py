@@ -21,6 +21,10 @@ __all__ = ["harbor_imports", "install_interface_double", "trial_arguments"]
 
 
 def harbor_imports() -> bool:
+    """Whether a real Harbor imports here (never true once the double stands in for it)."""
+    installed = sys.modules.get("harbor.environments.base")
+    if installed is not None:
+        return not getattr(installed, "IS_INTERFACE_DOUBLE", False)
     try:
         return importlib.util.find_spec("harbor.environments.base") is not None and bool(
             __import__("harbor.environments.base")
@@ -109,6 +113,7 @@ def install_interface_double() -> None:
         ) -> ExecResult: ...
 
     base = types.ModuleType("harbor.environments.base")
+    base.IS_INTERFACE_DOUBLE = True  # type: ignore[attr-defined]
     base.BaseEnvironment = BaseEnvironment  # type: ignore[attr-defined]
     base.ExecResult = ExecResult  # type: ignore[attr-defined]
     sys.modules.setdefault("harbor", types.ModuleType("harbor"))
