@@ -339,6 +339,11 @@ class PodStore:
         wanted = record.obj["spec"].get("nodeSelector") or {}
         if all(self.node_labels.get(key) == value for key, value in wanted.items()):
             return True
+        self._unschedulable(record, "1 node(s) didn't match Pod's node affinity/selector")
+        return False
+
+    def _unschedulable(self, record: PodRecord, why: str) -> None:
+        """``Pending`` with the scheduler's ``Unschedulable`` condition, in a real one's words."""
         self._set_status(
             record,
             conditions=[
@@ -348,13 +353,11 @@ class PodStore:
                     "lastProbeTime": None,
                     "lastTransitionTime": _now(),
                     "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node "
-                    "affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is "
-                    "not helpful for scheduling.",
+                    "message": f"0/1 nodes are available: {why}. preemption: 0/1 nodes are "
+                    "available: 1 Preemption is not helpful for scheduling.",
                 }
             ],
         )
-        return False
 
     def _run_pod(self, record: PodRecord) -> None:
         """Schedule, pull, create, start, then wait for the container: one pod's node thread."""
@@ -387,20 +390,7 @@ class PodStore:
                 return found
             if why != shown:
                 shown = why
-                self._set_status(
-                    record,
-                    conditions=[
-                        {
-                            "type": "PodScheduled",
-                            "status": "False",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": _now(),
-                            "reason": "Unschedulable",
-                            "message": f"0/1 nodes are available: {why}. preemption: 0/1 "
-                            "nodes are available: 1 Preemption is not helpful for scheduling.",
-                        }
-                    ],
-                )
+                self._unschedulable(record, why)
             self._closed.wait(0.05)
         return None
 
