@@ -4,12 +4,19 @@ import importlib
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sandbox_runtime import BackendNotFoundError, SandboxRuntime, list_backends, load_backend
+from sandbox_runtime._core import registry
+from sandbox_runtime._core.plugins import Registry
 from sandbox_runtime.backend_kit import Backend
 from sandbox_runtime.backends.local import LocalBackend
 
@@ -187,3 +194,26 @@ def test_third_party_distribution_adds_a_backend_by_entry_point(thirdparty_insta
         root = sandbox.id
         assert Path(root).is_dir()
     assert not Path(root).exists()
+
+
+def test_concurrent_first_loads_scan_the_installed_distributions_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """32 sandboxes starting at once in a fresh process: one entry-point scan, not 32."""
+    scans: list[str] = []
+    real = Registry.entry_points
+
+    def slow_scan(self: Registry[type[Backend[Any]]]) -> dict[str, metadata.EntryPoint]:
+        scans.append(threading.current_thread().name)
+        time.sleep(0.05)  # a training venv's hundreds of distributions
+        return real(self)
+
+    monkeypatch.setattr(Registry, "entry_points", slow_scan)
+    registry.BACKENDS.clear_cache()
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            loaded = set(pool.map(lambda _: load_backend("local"), range(16)))
+    finally:
+        registry.BACKENDS.clear_cache()
+    assert loaded == {LocalBackend}
+    assert len(scans) == 1, scans

@@ -68,6 +68,11 @@ class Registry(Generic[T]):
         self._install_hint = install_hint
         self._cache: dict[str, T] = {}
         self._lock = threading.Lock()
+        # One first load at a time: 32 sandboxes starting at once in a fresh process would
+        # otherwise each scan every installed distribution's entry points (tens of ms of
+        # CPU each in a training venv) before one of them fills the cache.  Reentrant, so a
+        # plug-in whose import loads another does not wait for itself.
+        self._loading = threading.RLock()
 
     def entry_points(self) -> dict[str, metadata.EntryPoint]:
         """The group's entry points by name (the first of a name wins)."""
@@ -100,6 +105,14 @@ class Registry(Generic[T]):
             cached = self._cache.get(name)
         if cached is not None:
             return cached
+        with self._loading:
+            with self._lock:
+                cached = self._cache.get(name)
+            if cached is not None:  # another thread loaded it while this one waited
+                return cached
+            return self._load_uncached(name)
+
+    def _load_uncached(self, name: str) -> T:
         if ":" in name:
             loaded = self._load_dotted(name)
         else:

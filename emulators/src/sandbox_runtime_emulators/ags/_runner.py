@@ -274,7 +274,9 @@ class InstanceRunner:
         }
         deadline = began + self.settings.boot_timeout
         last: Exception | None = None
-        with httpx.Client(base_url=self.url, timeout=5.0) as client:
+        # Plain HTTP to this machine's envd: no TLS, so no CA bundle to parse (httpx's
+        # default costs ~20-40 ms of CPU per client, a third of an instance start's CPU here).
+        with httpx.Client(base_url=self.url, timeout=5.0, verify=False) as client:
             while time.monotonic() < deadline:
                 try:
                     client.post("/init", json=body).raise_for_status()
