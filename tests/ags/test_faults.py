@@ -127,3 +127,17 @@ def test_admin_endpoint_injects_faults(emulator: AgsEmulator) -> None:
     assert httpx.post(f"{emulator.url}/_emulator/faults", json={"bogus": 1}).status_code == 400
     httpx.delete(f"{emulator.url}/_emulator/faults")
     assert emulator.faults.armed() == []
+
+
+def test_a_command_start_refused_five_times_in_a_row_still_runs(emulator: AgsEmulator) -> None:
+    """A refused start ran nothing, so it is sent again; 20% of envd answers failing at random
+    (tests/ags/test_chaos.py) met five refusals in a row in about one run in ten."""
+    with SandboxRuntime(**_config(emulator)) as sandbox:
+        emulator.faults.inject(
+            "unavailable", plane="envd", operation="/process.Process/Start", times=5
+        )
+        began = time.monotonic()
+        assert sandbox.exec("echo ok").stdout == "ok\n"
+        assert time.monotonic() - began < 12.0, "eight attempts wait at most ~11 s in all"
+        starts = emulator.faults.requests("envd", "/process.Process/Start")
+        assert [r.fault for r in starts].count("unavailable") == 5
