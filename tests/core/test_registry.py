@@ -199,7 +199,7 @@ def test_third_party_distribution_adds_a_backend_by_entry_point(thirdparty_insta
 def test_concurrent_first_loads_scan_the_installed_distributions_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """32 sandboxes starting at once in a fresh process: one entry-point scan, not 32."""
+    """16 sandboxes starting at once in a fresh process: one entry-point scan, not 16."""
     scans: list[str] = []
     real = Registry.entry_points
 
