@@ -69,9 +69,9 @@ class Registry(Generic[T]):
         self._cache: dict[str, T] = {}
         self._lock = threading.Lock()
         # One first load at a time: 32 sandboxes starting at once in a fresh process would
-        # otherwise each scan every installed distribution's entry points (tens of ms of
-        # CPU each in a training venv) before one of them fills the cache.  Reentrant, so a
-        # plug-in whose import loads another does not wait for itself.
+        # otherwise each scan every installed distribution's entry points (4 ms of CPU for
+        # 135 distributions here, more in a training venv) before one of them fills the
+        # cache.  Reentrant, so a plug-in whose import loads another does not wait for itself.
         self._loading = threading.RLock()
 
     def entry_points(self) -> dict[str, metadata.EntryPoint]:
