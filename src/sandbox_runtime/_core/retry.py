@@ -24,6 +24,7 @@ from sandbox_runtime._core.ratelimit import RateLimiter
 
 __all__ = [
     "RetryPolicy",
+    "backoff",
     "call_with_retries",
     "notify_retry",
     "retry_after_seconds",
@@ -175,7 +176,7 @@ def _delay(
     Backoff grows with failures, not with a shared quota's refusals: a caller refused ten
     times in a busy second should not then sit out five while its turn comes.
     """
-    chosen = random.uniform(0, min(policy.max_wait, policy.initial_wait * 2 ** max(1, failures)))
+    chosen = backoff(policy, failures)
     if asked is not None and limiter is not None:
         # The limiter holds the next attempt until the pause ends, in order of seniority
         # (RateLimiter.acquire); sleeping through the pause here instead woke every refused
@@ -184,6 +185,14 @@ def _delay(
     elif asked is not None:
         chosen = max(chosen, asked)
     return max(0.0, min(chosen, policy.max_delay - (time.monotonic() - began)))
+
+
+def backoff(policy: RetryPolicy, failures: int) -> float:
+    """Full-jitter exponential backoff after ``failures`` failed attempts.
+
+    A random wait below ``initial_wait * 2**failures``, and never above ``max_wait``.
+    """
+    return random.uniform(0, min(policy.max_wait, policy.initial_wait * 2 ** max(1, failures)))
 
 
 def notify_retry(error: BaseException) -> None:

@@ -23,7 +23,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import random
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ from sandbox_runtime._core import shell as _shell
 from sandbox_runtime._core.backend import ExecRequest
 from sandbox_runtime._core.output import HeadTailBuffer
 from sandbox_runtime._core.results import TIMEOUT_EXIT_CODE, ExecResult
-from sandbox_runtime._core.retry import notify_retry
+from sandbox_runtime._core.retry import RetryPolicy, backoff, notify_retry
 from sandbox_runtime._core.shell import check_cwd
 from sandbox_runtime.errors import (
     BackendError,
@@ -62,15 +61,12 @@ _SERVER_DEADLINE_GRACE = 30.0
 _KILL_TIMEOUT = 15.0
 _UNLIMITED = 1 << 40
 _MISSING_EXIT = 44
-#: Attempts at sending a command that provably never started (refused, or its connection
-#: broke before its marker existed).  Such a start ran nothing, so it is as safe to send
-#: again as an idempotent call.  With 20% of envd answers failing (tests/ags/test_chaos.py),
-#: four attempts failed a command in about one run in ten; eight, at the same rate, in about
-#: one run in a thousand.
-_START_ATTEMPTS = 8
-#: The longest wait between two of those attempts (full jitter below it), so that eight
-#: attempts take at most ~11 s.
-_START_RETRY_CAP = 2.0
+#: Sending again a command that provably never started (refused, or its connection broke
+#: before its marker existed).  Such a start ran nothing, so it is as safe to send again as
+#: an idempotent call.  With 20% of envd answers failing (tests/ags/test_chaos.py), four
+#: attempts failed a command in about one run in ten; eight, at the same rate, in about one
+#: run in a thousand.  Waits of at most 2 s keep the eight within ~11 s.
+_START_RETRIES = RetryPolicy(attempts=8, initial_wait=0.2, max_wait=2.0)
 
 
 Abandon = Callable[[str, BaseException], None]
@@ -96,7 +92,7 @@ class EnvdCommands:
         is_alive: Callable[[], bool],
         name: str,
         state_dir: str = STATE_DIR,
-        start_attempts: int = _START_ATTEMPTS,
+        start_attempts: int = _START_RETRIES.attempts,
         shell: str | None = None,
         abandon: Abandon | None = None,
     ) -> None:
@@ -226,11 +222,7 @@ class EnvdCommands:
                     ) from exc
                 wait = None
                 notify_retry(exc)
-            delay = (
-                wait
-                if wait is not None
-                else random.uniform(0, min(_START_RETRY_CAP, 0.2 * 2**attempt))
-            )
+            delay = wait if wait is not None else backoff(_START_RETRIES, attempt)
             logger.warning(
                 "command start on %s not delivered (attempt %d); sending it again in %.2fs",
                 self._name,

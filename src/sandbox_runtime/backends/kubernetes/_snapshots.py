@@ -253,7 +253,7 @@ class SnapshotCalls:
         self.get(name)  # only ours
         self._on_snapshot("delete", self._api.delete_namespaced_custom_object, name)
 
-    def _on_snapshot(self, verb: str, method: Any, name: str) -> Any:
+    def _on_snapshot(self, verb: str, method: Callable[..., Any], name: str) -> Any:
         """``method`` (the custom objects API's get or delete) on snapshot ``name``.
 
         A 404 is :class:`CheckpointNotFoundError`: the checkpoint is gone.
