@@ -46,6 +46,7 @@ class _Files(BaseHTTPRequestHandler):
         for piece in pieces:
             self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             self.wfile.flush()
+            time.sleep(0.02)  # each piece arrives on its own
         self.wfile.write(b"0\r\n\r\n")
         self._closing()
 
@@ -201,3 +202,94 @@ def test_a_stream_is_never_sent_on_a_connection_the_server_closed(
     # Each start reached the server once, each on a new connection: the closed idle one was
     # seen as closed before anything was sent on it.
     assert (_Files.posts, len(_Files.connections)) == (3, 3)
+
+
+# -- the hand-written HTTP/1.1: answers as a server may frame them, however they arrive ------
+
+
+def _canned(answer: bytes, *, step: int, close: bool = True) -> tuple[int, threading.Thread]:
+    """A one-request server that sends ``answer`` ``step`` bytes at a time; its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with listener:
+            peer, _ = listener.accept()
+            with peer:
+                peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += peer.recv(65536)
+                for at in range(0, len(answer), step):
+                    peer.sendall(answer[at : at + step])
+                    time.sleep(0.001 if step < len(answer) else 0)
+                if close:
+                    peer.shutdown(socket.SHUT_WR)
+                    peer.recv(1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+_CHUNKED = (
+    b"HTTP/1.1 100 Continue\r\n\r\n"
+    b"HTTP/1.1 200 OK\r\nContent-Type: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"4;ext=1\r\nhi, \r\n10\r\n" + b"a" * 16 + b"\r\n0\r\nTrailer: t\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, len(_CHUNKED)])
+def test_a_chunked_answer_reads_whole_however_it_is_cut(step: int) -> None:
+    port, thread = _canned(_CHUNKED, step=step)
+    client = PlainHttp("127.0.0.1", port, timeout=5)
+    answer = client.open_stream("/", body=b"{}", headers={}, read_timeout=5)
+    assert (answer.status, answer.headers["content-type"]) == (200, "x")
+    assert b"".join(answer.pieces()) == b"hi, " + b"a" * 16
+    answer.close()
+    client.close()
+    thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("answer", "body"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", b"hello"),
+        (b"HTTP/1.0 200 OK\r\n\r\nto the close", b"to the close"),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+    ],
+)
+@pytest.mark.parametrize("step", [1, 1000])
+def test_length_close_and_empty_bodies(answer: bytes, body: bytes, step: int) -> None:
+    port, thread = _canned(answer, step=step)
+    client = PlainHttp("127.0.0.1", port, timeout=5)
+    assert client.request("GET", "/", body=None, headers={})[2] == body
+    client.close()
+    thread.join(5)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+def test_what_is_not_http_or_is_cut_short_is_a_protocol_error(answer: bytes) -> None:
+    port, thread = _canned(answer, step=len(answer))
+    client = PlainHttp("127.0.0.1", port, timeout=5)
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.request("GET", "/", body=None, headers={})
+    client.close()
+    thread.join(5)
+
+
+def test_a_header_with_a_line_break_is_refused_before_anything_is_sent(
+    server: ThreadingHTTPServer,
+) -> None:
+    client = _client(server)
+    with pytest.raises(ValueError, match="line break"):
+        client.request("GET", "/files", body=None, headers={"X-Token": "a\r\nX-Admin: 1"})
+    assert _Files.connections == set()
