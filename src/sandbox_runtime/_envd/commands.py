@@ -23,6 +23,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 import uuid
@@ -400,18 +401,27 @@ class _Deadlines:
         self._order = itertools.count()
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
+        # When the thread wakes next by itself (the earliest deadline it saw), under _wakeup.
+        self._sleeping_until = -math.inf
 
     def add(self, when: float, action: Callable[[], None]) -> _Deadline:
         """Run ``action`` at monotonic time ``when`` unless the returned deadline is cancelled."""
         deadline = _Deadline(when, action)
         with self._wakeup:
-            heapq.heappush(self._heap, (when, next(self._order), deadline))
+            heap = self._heap
+            while heap and heap[0][2].cancelled:  # commands that ended: not waited for
+                heapq.heappop(heap)
+            heapq.heappush(heap, (when, next(self._order), deadline))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="envd-deadlines", daemon=True
                 )
                 self._thread.start()
-            self._wakeup.notify()
+            elif when < self._sleeping_until:
+                # Only a deadline before the thread's own wakeup wakes it.  Waking it for
+                # every command cost each one a thread switch, and the timeouts of a run are
+                # alike: a new deadline almost never comes first.
+                self._wakeup.notify()
         return deadline
 
     def _run(self) -> None:
@@ -420,9 +430,11 @@ class _Deadlines:
                 while self._heap and self._heap[0][2].cancelled:
                     heapq.heappop(self._heap)
                 if not self._heap:
+                    self._sleeping_until = math.inf
                     self._wakeup.wait()
                     continue
-                wait = self._heap[0][0] - time.monotonic()
+                self._sleeping_until = self._heap[0][0]
+                wait = self._sleeping_until - time.monotonic()
                 if wait > 0:
                     self._wakeup.wait(wait)
                     continue
