@@ -147,6 +147,9 @@ class EnvdApp:
         self.env_vars: dict[str, str] = {
             name: os.environ[name] for name in keep_env if name in os.environ
         }
+        # The agent's own environment never changes once it serves, and reading os.environ
+        # decodes every name and value: read once, not per command.
+        self._own_environ = dict(os.environ) if exec_like else {}
         self.files = Files(root=root, workdir=workdir)
         self.processes = ProcessManager(self.files.host, self._process_env, exec_like=exec_like)
         self.watchers = WatcherRegistry()
@@ -155,7 +158,7 @@ class EnvdApp:
 
     def _process_env(self) -> dict[str, str]:
         if self._exec_like:
-            return {**os.environ, **self.env_vars}
+            return {**self._own_environ, **self.env_vars}
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),
