@@ -2,7 +2,8 @@
 
 Docker's exec, ``kubectl exec`` and envd's process API cannot kill what a command started
 and cannot tell a missing working directory from a failing command.  So each command runs
-inside one shell process that changes directory and then ``eval``s the command text.  The
+inside one shell process that changes directory and then runs the command text as its last
+command (a simple command then replaces the shell: one process, no fork).  The
 backend puts a unique token in the command's environment (``SANDBOX_RUNTIME_EXEC``), which
 every descendant inherits even across ``exec`` and ``setsid``; when a timeout fires, the kill
 script finds the processes by that token and kills them and the process groups they lead.
@@ -45,11 +46,11 @@ _CD = (
 _STARTED = '[ -z "$4" ] || { mkdir -p -- "${4%/*}" && : >"$4"; } 2>/dev/null; '
 # $3 = a file to read standard input from, or empty: opened, then removed.
 _STDIN = '[ -z "$3" ] || { exec <"$3" && rm -f -- "$3"; }; '
-# $0 = token, $1 = working directory, $2 = shell text.  The positional parameters are
-# cleared and the helper variable unset before the command runs, so it sees a clean shell.
-_EVAL = (
-    _STARTED + _CD + _STDIN + '__srt_command=$2; set --; eval "unset __srt_command; $__srt_command"'
-)
+# $0 = token, $1 = working directory.  The positional parameters are cleared, and the
+# command's text follows on a line of its own: the shell's last command, so that a simple
+# command replaces the shell (no fork) as it does under a plain ``bash -c``.  Under ``eval``
+# bash forked every command first: about 0.9 ms per external command on a 2-core host.
+_PREFIX = _STARTED + _CD + _STDIN + "set --\n"
 # When the shell is unknown: sh checks for bash and replaces itself with it (same pid),
 # keeping the token as bash's $0 so it stays on the command line.
 _AUTO = (
@@ -111,7 +112,7 @@ def wrapped_argv(
         return [shell or "/bin/sh", "-c", _ARGV, token, cwd, "", *tail, *command]
     if shell is None:
         return ["/bin/sh", "-c", _AUTO, token, cwd, text, *tail]
-    return [shell, "-c", _EVAL, token, cwd, text, *tail]
+    return [shell, "-c", _PREFIX + text, token, cwd, "", *tail]
 
 
 def kill_group_script(token: str, *, var: str = TOKEN_VAR) -> list[str]:

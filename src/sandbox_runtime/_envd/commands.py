@@ -24,6 +24,7 @@ import heapq
 import itertools
 import logging
 import math
+import signal
 import threading
 import time
 import uuid
@@ -180,7 +181,7 @@ class EnvdCommands:
             raise BackendError("the command's output stream ended without an exit code")
         exit_code = end[0]
         if exit_code < 0:  # killed by a signal, reported the way a shell does
-            exit_code = 137 if "killed" in end[1] else 128 + 15
+            exit_code = 128 + _signal_number(end[1])
         return exit_code
 
     def _start_once(
@@ -444,6 +445,34 @@ class _Deadlines:
 
 
 _DEADLINES = _Deadlines()
+
+
+def _signal_number(status: str) -> int:
+    """The signal an envd status names (``signal: segmentation fault``, Go's words), or 15.
+
+    Go's words are the C library's descriptions, lower-cased, and so are this agent's; an
+    unknown name counts as a termination (``killed`` as a kill), as the old rule had it.
+    """
+    name = status.removeprefix("signal: ").removesuffix(" (core dumped)").strip().lower()
+    if name.isdigit():
+        return int(name)
+    number = _SIGNALS_BY_DESCRIPTION.get(name)
+    if number is not None:
+        return number
+    return int(signal.SIGKILL if "killed" in name else signal.SIGTERM)
+
+
+def _signal_descriptions() -> dict[str, int]:
+    described: dict[str, int] = {}
+    for number in sorted(signal.valid_signals()):
+        with contextlib.suppress(ValueError):
+            description = signal.strsignal(number)
+            if description:
+                described.setdefault(description.lower(), int(number))
+    return described
+
+
+_SIGNALS_BY_DESCRIPTION = _signal_descriptions()
 
 
 def _may_have_run(session: EnvdClient, token: str, marker: str) -> bool:

@@ -88,14 +88,20 @@ def _settle(future: asyncio.Future[Any], value: Any) -> None:
 
 
 def _go_status(returncode: int) -> str:
+    """The status text envd (Go's ``ProcessState.String``) gives for ``returncode``.
+
+    Go names a signal by the C library's description, lower-cased (``signal: segmentation
+    fault``); clients read the number back from it (a killed command has no exit code).
+    """
     if returncode >= 0:
         return f"exit status {returncode}"
     try:
-        name = signal.Signals(-returncode).name
+        description = signal.strsignal(-returncode)
     except ValueError:
+        description = None
+    if not description or description.startswith(("Unknown", "Real-time")):
         return f"signal: {-returncode}"
-    words = {"SIGKILL": "killed", "SIGTERM": "terminated", "SIGINT": "interrupt"}
-    return f"signal: {words.get(name, name.lower().removeprefix('sig'))}"
+    return f"signal: {description.lower()}"
 
 
 class Events:

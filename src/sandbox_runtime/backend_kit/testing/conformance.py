@@ -96,6 +96,16 @@ class SandboxConformance(CheckpointConformance, LeaseConformance):
         assert sandbox.exec(["no-such-program-xyz"]).exit_code == 127
         assert sandbox.exec("no-such-program-xyz").exit_code == 127
 
+    def test_a_command_killed_by_a_signal_exits_as_a_shell_reports_it(
+        self, sandbox: SandboxRuntime
+    ) -> None:
+        # 128 + the signal, as bash reports a child's death: graders read 139 as a crash.
+        # Here the command's own shell dies, which no parent shell translates.
+        assert sandbox.exec("kill -SEGV $$").exit_code == 139
+        assert sandbox.exec("kill -ABRT $$").exit_code == 134
+        assert sandbox.exec(["sh", "-c", "kill -TERM $$"]).exit_code == 143
+        assert sandbox.exec("sleep 30 & kill -KILL $!; wait $!").exit_code == 137
+
     def test_exec_runs_in_workdir_by_default(self, sandbox: SandboxRuntime) -> None:
         sandbox.write_text("marker.txt", "here")
         assert sandbox.exec("cat marker.txt").stdout == "here"
