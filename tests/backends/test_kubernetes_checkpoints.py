@@ -212,3 +212,41 @@ def test_an_archive_leaving_its_path_is_refused(tmp_path: Path, escape: str) -> 
             lifetime=60,
         )
     assert list(tmp_path.iterdir()) == []  # nothing half made is left
+
+
+def test_a_shared_r2e_setup_grades_in_a_copy_with_its_hidden_tests(
+    k8s_emulator: Any, docker_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rLLM's evaluator grades in a copy of the task's prepared state (``share_setup``).
+
+    R2E-Gym's setup moves ``run_tests.sh`` and the held-out tests to ``/root``, outside the
+    workdir: a copy restored from an archive of the workdir alone had no tests, and every
+    R2E-Gym row ended as an error.  The format's prepared paths go into the archive.
+    """
+    pytest.importorskip("tomllib", reason="the rLLM flow's settings read TOML (Python 3.11+)")
+    from sandbox_runtime.integrations.rllm_flow import evaluator
+    from sandbox_runtime.integrations.rllm_flow.settings import FlowSettings
+    from sandbox_runtime.swe.dataset import load_rows
+    from sandbox_runtime.swe.images import build_sample_image
+    from sandbox_runtime.swe.prepared import PreparedStates
+    from sandbox_runtime.swe.rows import read_rows
+
+    [task] = [
+        t
+        for t in read_rows(load_rows("bundled")).tasks
+        if "csvline" in t.task_id and t.format == "r2e"
+    ]
+    build_sample_image("csvline", base=docker_image)
+    settings = FlowSettings(
+        backend="kubernetes",
+        backend_options={
+            **k8s_emulator.backend_options(),
+            "checkpoint_dir": str(tmp_path / "store"),
+        },
+    )
+    with PreparedStates() as shared:
+        monkeypatch.setattr(evaluator, "SHARED_SETUPS", shared)
+        gold = evaluator.grade_patch(task, task.gold_patch, settings)
+        null = evaluator.grade_patch(task, "", settings)
+        assert (gold.reward, null.reward) == (1.0, 0.0), (gold.reason, null.reason)
+        assert (shared.setups, shared.copies) == (1, 2)

@@ -14,7 +14,8 @@ import pytest
 
 from sandbox_runtime import ConfigError
 from sandbox_runtime.swe import formats, parse_row
-from sandbox_runtime.swe.task import TaskError
+from sandbox_runtime.swe.task import Task, TaskError
+from tests.swe.conftest import task_named
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty-format"
 ROW = {
@@ -110,3 +111,19 @@ def test_sandbox_runtime_run_grades_a_third_party_format(
         "script-check",
         reward,
     )
+
+
+def test_a_saved_prepared_state_keeps_what_setup_left_outside_the_workdir(
+    bundled_tasks: list[Task],
+) -> None:
+    """R2E-Gym's setup hides its tests in ``/root``: every task sandbox declares them."""
+    from sandbox_runtime.swe.runner import RunOptions, task_sandbox_config
+
+    options = RunOptions(backend="local")
+    r2e = task_named(bundled_tasks, "csvline", "r2e")
+    swebench = task_named(bundled_tasks, "csvline", "swebench")
+    assert task_sandbox_config(r2e, options).checkpoint_paths == [
+        "/root/r2e_tests",
+        "/root/run_tests.sh",
+    ]
+    assert task_sandbox_config(swebench, options).checkpoint_paths == []

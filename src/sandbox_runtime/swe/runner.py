@@ -40,6 +40,7 @@ from sandbox_runtime.swe.agents.base import Agent, AgentResult, Budget
 from sandbox_runtime.swe.benchmark_checks import grade_benchmark, no_verdict_after_tampering
 from sandbox_runtime.swe.bigfields import trajectory_task
 from sandbox_runtime.swe.capture import ChangeSet, display_patch, read_change
+from sandbox_runtime.swe.formats import load_format
 from sandbox_runtime.swe.grading import DEFAULT_TEST_TIMEOUT, GradeResult
 from sandbox_runtime.swe.history import forget_history
 from sandbox_runtime.swe.images import resolve_image
@@ -123,6 +124,9 @@ def task_sandbox_config(
         workdir=task.workdir,
         env=dict(task.env),
         mounts=dict(task.mounts),
+        # What the task's setup leaves outside the workdir (R2E-Gym's hidden tests) goes
+        # into every saved state, or a copy graded on an archive-checkpoint backend has none.
+        checkpoint_paths=list(load_format(task.format).prepared_paths(task)),
         exec_timeout=max(options.step_timeout, options.test_timeout),
         lifetime=options.lifetime or task_lifetime(task, options),
         max_lifetime=options.max_lifetime,

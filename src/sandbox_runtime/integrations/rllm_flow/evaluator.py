@@ -115,13 +115,7 @@ def _options(settings: FlowSettings) -> RunOptions:
 
 def grade_patch(task: SWETask, patch: str, settings: FlowSettings) -> GradeResult:
     """Grade ``patch`` in a fresh sandbox on the configured backend (never raises for faults)."""
-    options = RunOptions(
-        backend=settings.backend,
-        step_timeout=settings.step_timeout,
-        test_timeout=settings.reward_timeout,
-        base_image=settings.base_image,
-        backend_options=dict(settings.backend_options),
-    )
+    options = _options(settings)
     strict = settings.grading == GradingMode.STRICT.value
     if not settings.share_setup:
         sandbox = SandboxRuntime(task_sandbox_config(task, options))

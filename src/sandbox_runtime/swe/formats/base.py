@@ -78,6 +78,17 @@ class RowFormat(abc.ABC):
         return
 
     @classmethod
+    def prepared_paths(cls, task: Task) -> tuple[str, ...]:
+        """Sandbox paths outside the workdir that :meth:`prepare` leaves and grading needs.
+
+        A saved prepared state (a fork, a shared setup) must carry them: a backend whose
+        checkpoints are archives keeps only the workdir and ``SandboxConfig.checkpoint_paths``
+        (kubernetes, e2b), and a copy without them has no tests to run.  The default is
+        :meth:`test_paths`' absolute entries.
+        """
+        return tuple(path for path in cls.test_paths(task) if path.startswith("/"))
+
+    @classmethod
     @abc.abstractmethod
     def grade(cls, task: Task, sandbox: SandboxRuntime, timeout: float) -> GradeResult:
         """Run the task's tests after the agent and apply the benchmark's rule.
