@@ -4,6 +4,7 @@ path does, and what happens when the agent goes away, against the real engine.""
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from sandbox_runtime import (
     SandboxStartError,
     list_sandboxes,
 )
+from sandbox_runtime._envd.agent import AGENT_PORT
+from sandbox_runtime.backend_kit.agent import agent_archive, agent_directory, launch_command
 
 pytestmark = pytest.mark.docker
 
@@ -162,6 +165,59 @@ def test_a_command_that_kills_the_agent_is_an_error_never_a_rerun(docker_image: 
         with pytest.raises(BackendError):
             sandbox.exec("echo once >> /tmp/runs; pkill -9 -f sandbox-agent; sleep 1")
         assert sandbox.exec("cat /tmp/runs").stdout == "once\n"
+
+
+def _answers(address: str, timeout: float) -> int | None:
+    """The agent's ``/health`` status at ``address``, or None once ``timeout`` passes."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return httpx.get(f"http://{address}:{AGENT_PORT}/health", timeout=2).status_code
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return None
+
+
+@pytest.mark.parametrize("token", ["a-token", ""])
+def test_the_starter_listens_before_the_files_and_serves_once_they_come(
+    engine: Any, docker_image: str, token: str
+) -> None:
+    """The container's starter runs python3 at once, listening and importing while the
+    agent's files upload; once they are there it serves, named ``sandbox-agent``.  Files
+    without a token start nothing: the port closes."""
+    directory = agent_directory()
+    container = engine.create_container(
+        docker_image,
+        command=launch_command(60, directory),
+        host_config=engine.create_host_config(init=True, auto_remove=True),
+    )["Id"]
+    try:
+        engine.start(container)
+        address = engine.inspect_container(container)["NetworkSettings"]["IPAddress"]
+        deadline = time.monotonic() + 30
+        while True:  # listening before any file of the agent is there
+            with socket.socket() as probe:
+                probe.settimeout(1)
+                if probe.connect_ex((address, AGENT_PORT)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the starter never listened"
+            time.sleep(0.05)
+        listing = engine.exec_start(engine.exec_create(container, ["ls", "-A", directory]))
+        assert listing.split() == [b"sandbox-agent"]
+        engine.put_archive(container, "/", agent_archive(token, directory))
+        if token:
+            assert _answers(address, 30) in (200, 204)
+            names = engine.exec_start(engine.exec_create(container, ["ps", "-eo", "comm"]))
+            assert b"sandbox-agent" in names.split()
+            gone = engine.exec_create(container, ["test", "!", "-e", f"{directory}/agent.token"])
+            engine.exec_start(gone)
+            assert engine.exec_inspect(gone)["ExitCode"] == 0  # the token file is removed
+        else:
+            assert _answers(address, 3) is None
+    finally:
+        engine.remove_container(container, force=True)
 
 
 def test_the_agent_answers_only_its_token(docker_image: str) -> None:

@@ -8,10 +8,11 @@ only) next to its lifetime ``sleep``, and exec and files then go through it
 against the real envd).
 
 How it is started, off the path of the start itself: the container's command becomes
-:func:`launch_command`, the usual ``sleep`` with a small background loop beside it.  Once the
-container runs, the backend uploads :func:`agent_archive` (the server package as a zip, a
-start script and the sandbox's token, in a directory of the sandbox's own) in the background,
-and the loop starts ``python3`` on it if the image has one.  The agent listens on the
+:func:`launch_command`, the usual ``sleep`` with a small background starter beside it, which
+runs ``python3`` at once if the image has one: it listens and imports what the server needs
+(most of its start) while the backend uploads :func:`agent_archive` (the server package as a
+zip, a start script and the sandbox's token, in a directory of the sandbox's own) in the
+background, then serves from the zip.  The agent listens on the
 container's own address, port :data:`AGENT_PORT`, and answers only requests carrying the
 sandbox's token (``X-Access-Token``); the agent reads the token's file and removes it as it
 starts, so the token is in no command line, no environment and no file once the agent runs.
@@ -120,16 +121,67 @@ _answer_delays_lock = threading.Lock()
 # below /tmp, which a volume may share between sandboxes.
 AGENT_ROOT = "/.sandbox-runtime"
 
-# The container's command ($1: lifetime, $2: the agent's directory): a background loop waits
-# for the agent's files (the last entry of their archive marks them complete), then starts it;
-# the main process is the usual sleep.  Nothing of the token is in the command line the
-# sandbox sees.
-_LAUNCH = (
-    'd="$2"; f="${3:-$2}"; (n=0; while [ ! -e "$d/agent.ready" ] && [ ! -e "$f/agent.ready" ] '
+# The container's command ($1: lifetime, $2: the agent's directory, $3: its fallback): beside
+# the main process (the usual sleep), a background starter readies the agent while its files
+# upload.  Where the image has python3 and the starter can make one of the two directories, it
+# names python3 sandbox-agent there (a command's "pkill python3" spares it) and runs
+# _PREWARM, which imports what the agent needs, listens, and waits for the files; else a shell
+# loop waits for the files (the last entry of their archive marks them complete), then runs
+# agent.sh.  Nothing of the token is in the command line the sandbox sees.
+_LAUNCH_TEMPLATE = (
+    '(d="$2"; f="${{3:-$2}}"; p=$(command -v python3) && for w in "$d" "$f"; do '
+    'mkdir -p -m 700 "$w" 2>/dev/null && ln -sf "$p" "$w/sandbox-agent" 2>/dev/null && '
+    '[ -x "$w/sandbox-agent" ] && exec "$w/sandbox-agent" -E -s -c \'{prewarm}\' "$d" "$f"; '
+    'done; n=0; while [ ! -e "$d/agent.ready" ] && [ ! -e "$f/agent.ready" ] '
     '&& [ $n -lt 1500 ]; do sleep 0.02; n=$((n+1)); done; [ -e "$f/agent.ready" ] && d="$f"; '
     '[ -e "$d/agent.ready" ] && exec /bin/sh "$d/agent.sh") >/dev/null 2>&1 & '
     'exec sleep "$1"'
 )
+
+# The prewarmed starter (python3 -c; argv: the agent's directory, its fallback).  It listens
+# first, so that the backend's readiness probe waits in the backlog rather than being refused
+# and trying again later; then it imports asyncio and the rest, most of the agent's start
+# (60-90 ms on a 2-core host), while the files upload instead of after them.  Then, as
+# agent.sh would: its pid in agent.pid, its output in agent.log, nothing without a token.
+# Python 3.6 syntax, no single quotes (it is quoted in _LAUNCH).
+_PREWARM = """\
+import os, socket, sys, time
+d, f, port = sys.argv[1], sys.argv[2], {port}
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(4096)
+except OSError:
+    s = None
+sys.modules.setdefault("ssl", None)
+for name in ("argparse asyncio base64 ctypes dataclasses datetime fcntl grp hmac json logging "
+             "pty pwd resource secrets signal struct subprocess termios threading "
+             "urllib.parse").split():
+    try:
+        __import__(name)
+    except Exception:
+        pass
+end, w = time.monotonic() + 30, None
+while w is None and time.monotonic() < end:
+    for c in (f, d):
+        if w is None and os.path.exists(c + "/agent.ready"):
+            w = c
+    time.sleep(0 if w else 0.002)
+t = (w or d) + "/agent.token"
+if w is None or not os.path.exists(t) or not os.path.getsize(t):
+    sys.exit(0)
+with open(w + "/agent.pid", "w") as h:
+    h.write("%d\\n" % os.getpid())
+o = os.open(w + "/agent.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.dup2(o, 1)
+os.dup2(o, 2)
+sys.path.insert(0, w + "/agent.zip")
+from {package}.__main__ import main
+args = ["--token-file", t, "--exec-like", "--host", "0.0.0.0", "--port", str(port)]
+sys.exit(main(args, listener=s))
+"""
+_LAUNCH = _LAUNCH_TEMPLATE.format(prewarm=_PREWARM.format(port=AGENT_PORT, package=_PACKAGE))
 
 # Runs once the files are there.  The agent reads its token file and removes it itself before
 # it serves anything (``--token-file``): the token passes through no environment (a process's

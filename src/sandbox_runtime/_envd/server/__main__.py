@@ -61,8 +61,12 @@ def _keep_memory_private() -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments and serve until SIGTERM or SIGINT."""
+def main(argv: list[str] | None = None, listener: socket.socket | None = None) -> int:
+    """Parse arguments and serve until SIGTERM or SIGINT.
+
+    ``listener``: a socket already listening (the in-sandbox agent's prewarmed starter binds
+    its port before the agent's files arrive); else ``--host`` and ``--port`` are bound here.
+    """
     parser = argparse.ArgumentParser(prog="envd", description="envd protocol emulation")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=49983, help="0 picks a free port")
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     # Listen first, import the rest after: a client that connects meanwhile (the backend's
     # readiness probe) waits in the backlog and is answered as soon as the server runs,
     # instead of being refused and trying again a probe interval later.
-    return _serve(args, _listen(args.host, args.port), token)
+    return _serve(args, listener or _listen(args.host, args.port), token)
 
 
 def _listen(host: str, port: int) -> socket.socket:
