@@ -132,6 +132,17 @@ def test_a_small_request_is_one_send_and_a_large_one_is_not_copied(
     client.close()
 
 
+def test_closing_the_idle_connections_keeps_the_pool(server: ThreadingHTTPServer) -> None:
+    """A sandbox about to be removed closes its idle connections while its agent can still
+    answer; a request after that (none is expected) opens a new one."""
+    client = _client(server)
+    assert client.request("POST", "/files", body=b"x", headers={})[0] == 200
+    client.close_idle()
+    assert client.request("GET", "/files", body=None, headers={})[2] == b"x"
+    assert len(_Files.connections) == 2
+    client.close()
+
+
 def test_an_error_answer_is_returned_whole(server: ThreadingHTTPServer) -> None:
     status, _headers, content = _client(server).request("GET", "/missing", body=None, headers={})
     assert (status, content) == (404, b'{"code": "not_found", "message": "no such file"}')

@@ -130,6 +130,11 @@ class PlainHttp:
         """Close the idle connections; those in use close when their request ends."""
         with self._lock:
             self._closed = True
+        self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close the idle connections now, and keep the pool for later requests."""
+        with self._lock:
             idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()

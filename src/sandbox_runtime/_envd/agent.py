@@ -127,11 +127,13 @@ AGENT_ROOT = "/.sandbox-runtime"
 # names python3 sandbox-agent there (a command's "pkill python3" spares it) and runs
 # _PREWARM, which imports what the agent needs, listens, and waits for the files; else a shell
 # loop waits for the files (the last entry of their archive marks them complete), then runs
-# agent.sh.  Nothing of the token is in the command line the sandbox sees.
+# agent.sh.  Nothing of the token is in the command line the sandbox sees.  ``-S``: the agent
+# is standard library only, so the image's site-packages and their .pth files (dozens in a
+# conda image) are not read at its start.
 _LAUNCH_TEMPLATE = (
     '(d="$2"; f="${{3:-$2}}"; p=$(command -v python3) && for w in "$d" "$f"; do '
     'mkdir -p -m 700 "$w" 2>/dev/null && ln -sf "$p" "$w/sandbox-agent" 2>/dev/null && '
-    '[ -x "$w/sandbox-agent" ] && exec "$w/sandbox-agent" -E -s -c \'{prewarm}\' "$d" "$f"; '
+    '[ -x "$w/sandbox-agent" ] && exec "$w/sandbox-agent" -E -s -S -c \'{prewarm}\' "$d" "$f"; '
     'done; n=0; while [ ! -e "$d/agent.ready" ] && [ ! -e "$f/agent.ready" ] '
     '&& [ $n -lt 1500 ]; do sleep 0.02; n=$((n+1)); done; [ -e "$f/agent.ready" ] && d="$f"; '
     '[ -e "$d/agent.ready" ] && exec /bin/sh "$d/agent.sh") >/dev/null 2>&1 & '
@@ -196,7 +198,7 @@ p=$(command -v python3) && [ -s "$d/agent.token" ] || exit 0
 ln -sf "$p" "$d/sandbox-agent" && p="$d/sandbox-agent"
 # exec keeps the shell's pid: the agent's, for agent_state_command and a restart's kill.
 echo $$ >"$d/agent.pid"
-exec "$p" -E -s "$d/agent.zip" --token-file "$d/agent.token" --host 0.0.0.0 \\
+exec "$p" -E -s -S "$d/agent.zip" --token-file "$d/agent.token" --host 0.0.0.0 \\
   --port {port} --exec-like </dev/null >"$d/agent.log" 2>&1
 """
 
@@ -655,6 +657,19 @@ class AgentLink:
             self._probe()
         except Exception as exc:
             self._give_up(f"could not be restarted ({exc})")
+
+    def close_idle(self) -> None:
+        """Close the idle connections to the agent while it still answers their close.
+
+        Called before the sandbox is removed: a connection closed after that sends its
+        ``FIN`` to an address nobody holds, and the host's retransmissions leave its
+        neighbour (ARP) entry unresolved for about a second.  The engine gives the next
+        container the same address, and its first packets wait out that second: a
+        sequential ``agent: on`` start measured 1.2 s instead of 0.4.
+        """
+        client = self._client
+        if client is not None:
+            client.close_idle()
 
     def close(self) -> None:
         """Close the connection pool; calls take the native path from now on."""

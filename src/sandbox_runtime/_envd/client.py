@@ -253,6 +253,11 @@ class EnvdClient:
         if self._plain is not None:
             self._plain.close()
 
+    def close_idle(self) -> None:
+        """Close the plain pool's idle connections (the hot path's), keeping the pools."""
+        if self._plain is not None:
+            self._plain.close_idle()
+
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = dict(extra or {})
         if self._token:

@@ -394,6 +394,8 @@ class DockerBackend(AgentRouting, Backend[DockerOptions]):
                     return
                 raise
 
+        if self._agent is not None:
+            self._agent.close_idle()  # while the agent can still answer their close
         try:
             self._call("remove container", remove)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:

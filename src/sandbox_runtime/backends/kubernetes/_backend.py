@@ -768,6 +768,8 @@ class KubernetesBackend(AgentRouting, Backend[KubernetesOptions]):
                 if status_code(exc) != 404:
                     raise
 
+        if self._agent is not None:
+            self._agent.close_idle()  # while the agent can still answer their close
         try:
             self._call("delete pod", delete)
         except Exception as exc:
