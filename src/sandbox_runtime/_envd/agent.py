@@ -125,7 +125,7 @@ AGENT_ROOT = "/.sandbox-runtime"
 # the main process (the usual sleep), a background starter readies the agent while its files
 # upload.  Where the image has python3 and the starter can make one of the two directories, it
 # names python3 sandbox-agent there (a command's "pkill python3" spares it) and runs
-# _PREWARM, which imports what the agent needs, listens, and waits for the files; else a shell
+# _PREWARM, which listens, imports what the agent needs and waits for the files; else a shell
 # loop waits for the files (the last entry of their archive marks them complete), then runs
 # agent.sh.  Nothing of the token is in the command line the sandbox sees.  ``-S``: the agent
 # is standard library only, so the image's site-packages and their .pth files (dozens in a
@@ -145,7 +145,7 @@ _LAUNCH_TEMPLATE = (
 # and trying again later; then it imports asyncio and the rest, most of the agent's start
 # (60-90 ms on a 2-core host), while the files upload instead of after them.  Then, as
 # agent.sh would: its pid in agent.pid, its output in agent.log, nothing without a token.
-# Python 3.6 syntax, no single quotes (it is quoted in _LAUNCH).
+# Python 3.6 syntax, no single quotes (it is quoted in _LAUNCH_TEMPLATE).
 _PREWARM = """\
 import os, socket, sys, time
 d, f, port = sys.argv[1], sys.argv[2], {port}
