@@ -230,12 +230,9 @@ def test_a_shared_r2e_setup_grades_in_a_copy_with_its_hidden_tests(
     from sandbox_runtime.swe.images import build_sample_image
     from sandbox_runtime.swe.prepared import PreparedStates
     from sandbox_runtime.swe.rows import read_rows
+    from tests.swe.conftest import task_named
 
-    [task] = [
-        t
-        for t in read_rows(load_rows("bundled")).tasks
-        if "csvline" in t.task_id and t.format == "r2e"
-    ]
+    task = task_named(read_rows(load_rows("bundled")).tasks, "csvline", "r2e")
     build_sample_image("csvline", base=docker_image)
     settings = FlowSettings(
         backend="kubernetes",

@@ -170,8 +170,8 @@ while w is None and time.monotonic() < end:
         if w is None and os.path.exists(c + "/agent.ready"):
             w = c
     time.sleep(0 if w else 0.002)
-t = (w or d) + "/agent.token"
-if w is None or not os.path.exists(t) or not os.path.getsize(t):
+t = "%s/agent.token" % w
+if w is None or not os.path.isfile(t) or not os.path.getsize(t):
     sys.exit(0)
 with open(w + "/agent.pid", "w") as h:
     h.write("%d\\n" % os.getpid())
