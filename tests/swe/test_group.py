@@ -56,25 +56,25 @@ def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setup
     tmp_path: Path, bundled_tasks: list[Task], backend: str
 ) -> None:
     """The issue's done-when, on both formats (graded in the same sandbox and in a fresh one)."""
-    bundled_tasks = [task_named(bundled_tasks, sample, fmt) for sample, fmt in _GROUPED]
+    tasks = [task_named(bundled_tasks, sample, fmt) for sample, fmt in _GROUPED]
     if backend == "docker":
         require(docker_problem())
-        for name in sorted({sample for sample, _ in _GROUPED}):
+        for name, _ in _GROUPED:  # four different samples
             build_sample_image(name, base=DOCKER_IMAGE)
     # The same concurrency both ways: 4 slots driving rollouts, or 4 tasks at once.
     began = time.monotonic()
-    grouped = _run(bundled_tasks, _options(backend, tmp_path, group=GROUP, jobs=GROUP))
+    grouped = _run(tasks, _options(backend, tmp_path, group=GROUP, jobs=GROUP))
     grouped_wall = time.monotonic() - began
     # Four independent runs of every task: the tasks four times over, in one run.
     began = time.monotonic()
-    independent = _run(bundled_tasks * GROUP, _options(backend, tmp_path, jobs=GROUP))
+    independent = _run(tasks * GROUP, _options(backend, tmp_path, jobs=GROUP))
     independent_wall = time.monotonic() - began
 
-    assert len(grouped) == len(independent) == GROUP * len(bundled_tasks)
+    assert len(grouped) == len(independent) == GROUP * len(tasks)
     assert _rewards(grouped) == _rewards(independent)
     assert {outcome.reward for outcome in grouped} == {1.0}
     assert all(outcome.group_mode == "fork" for outcome in grouped)
-    for index, task in enumerate(bundled_tasks):
+    for index, task in enumerate(tasks):
         rollouts = grouped[index * GROUP : (index + 1) * GROUP]
         assert [(o.task_id, o.rollout) for o in rollouts] == [(task.task_id, r) for r in range(4)]
         assert [o.setups for o in rollouts] == [1, 0, 0, 0]  # the setup counted once
@@ -85,8 +85,8 @@ def test_group_of_4_gives_4_independent_runs_rewards_with_a_quarter_of_the_setup
     setups_independent = summary(independent)["setups"]
     # One setup per task against one per rollout (and one more per freshly graded rollout,
     # which a group grades in another copy of its prepared state instead).
-    assert setups_grouped == len(bundled_tasks)
-    assert setups_independent == GROUP * (len(bundled_tasks) + fresh)
+    assert setups_grouped == len(tasks)
+    assert setups_independent == GROUP * (len(tasks) + fresh)
     assert setups_grouped * GROUP <= setups_independent
     used = {name: summary(o)["accounting"] for name, o in (("g", grouped), ("i", independent))}
     print(
