@@ -655,7 +655,9 @@ class SandboxRuntime:
         a signal's exit code (137) or a broken stream, which would read as the command's own
         failure (and, in grading, as a reward of 0).  Whenever an exec ends that way, the
         backend is asked whether the sandbox still exists; only then, so a normal command
-        costs nothing extra.
+        costs nothing extra.  A signal's code is 128 + its number, so above 128: 128 itself
+        is an exit status (git's for every ``fatal:``, which grading meets on most tasks),
+        and asking then cost each such command the half-second settle of :func:`_dying`.
         """
         try:
             result = backend.exec(request)
@@ -669,7 +671,7 @@ class SandboxRuntime:
                     )
                 ) from exc
             raise
-        if result.exit_code >= 128 and not result.timed_out and _dying(backend):
+        if result.exit_code > 128 and not result.timed_out and _dying(backend):
             raise self._with_cause(
                 SandboxGoneError(
                     f"the sandbox died during the command (exit code {result.exit_code}): "

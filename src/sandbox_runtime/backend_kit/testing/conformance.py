@@ -106,6 +106,29 @@ class SandboxConformance(CheckpointConformance, LeaseConformance):
         assert sandbox.exec(["sh", "-c", "kill -TERM $$"]).exit_code == 143
         assert sandbox.exec("sleep 30 & kill -KILL $!; wait $!").exit_code == 137
 
+    def test_exit_status_128_is_the_commands_own(
+        self, sandbox: SandboxRuntime, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A code above 128 may be the sandbox's death, so the backend is asked whether it
+        # lives; 128 is no signal (git exits 128 on every "fatal:"), and asking would cost
+        # each such command the settle wait.
+        asked: list[bool] = []
+        is_alive = sandbox.backend.is_alive
+
+        def counted() -> bool:
+            asked.append(True)
+            return is_alive()
+
+        def questions(command: str | list[str], code: int) -> int:
+            asked.clear()
+            assert sandbox.exec(command).exit_code == code
+            return len(asked)
+
+        monkeypatch.setattr(sandbox.backend, "is_alive", counted)
+        usual = questions("exit 0", 0)  # a backend may look before every command
+        assert questions("exit 128", 128) == usual
+        assert questions(["sh", "-c", "kill -TERM $$"], 143) > usual, "a signal's code asks"
+
     def test_exec_runs_in_workdir_by_default(self, sandbox: SandboxRuntime) -> None:
         sandbox.write_text("marker.txt", "here")
         assert sandbox.exec("cat marker.txt").stdout == "here"
