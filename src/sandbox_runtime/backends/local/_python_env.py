@@ -12,9 +12,11 @@ python``, in the sandbox's root), first on every command's ``PATH``:
 * it is made by hand, not by ``python -m venv``: ``pyvenv.cfg``, ``bin/python*`` links to the
   host interpreter's base executable and an empty ``site-packages``, which is all a venv is to
   the interpreter (PEP 405); about a millisecond, against 40 to 80 ms for a ``venv`` process;
-* it sees the host's packages, after its own: the base interpreter's site-packages through
-  ``include-system-site-packages``, and the host venv's site-packages and the user site (where
-  the host's ``python`` has them) through a ``.pth`` file that sorts after every other, so a
+* it sees the host's packages, after its own, and no others: the base interpreter's
+  site-packages through ``include-system-site-packages`` only where the host's ``python`` sees
+  them (not a venv, or one made with ``--system-site-packages``), and the host venv's
+  site-packages and the user site (where the host's ``python`` has them) through a ``.pth``
+  file that sorts after every other, so a
   package installed in the sandbox always comes first and pytest, pip and the rest still run
   (an editable install's import finder, which setuptools puts after the path finder, is moved
   before it, or a flat-layout package the host also has would be imported from the host);
@@ -87,7 +89,9 @@ print(json.dumps({
     "prefixes": sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}),
     "version": "%d.%d" % sys.version_info[:2],
     "full_version": "%d.%d.%d" % sys.version_info[:3],
-    "venv_site": site.getsitepackages() if venv else [],
+    "venv_site": site.getsitepackages([sys.prefix]) if venv else [],
+    "system_site": not venv or os.path.realpath(sys.base_prefix) in {
+        os.path.realpath(p) for p in site.PREFIXES},
     "user_site": site.getusersitepackages() if site.ENABLE_USER_SITE else None,
     "user_bin": os.path.join(site.getuserbase(), "bin"),
 }))
@@ -111,6 +115,13 @@ class HostPython:
     """``(name, shim text)`` for each host console script written for this ``python``."""
     prefixes: tuple[str, ...] = ()
     """The interpreter's installation and the venv (``sys.base_prefix``, ``sys.prefix``)."""
+    system_site: bool = True
+    """Whether the host's ``python`` sees the base interpreter's site-packages.
+
+    A venv made without ``--system-site-packages`` does not; its sandboxes must not either,
+    or the tests there import packages the host's own test run never sees (a pytest plugin
+    there is loaded by every pytest run: hypothesis's, 1.4 s of each run on this machine).
+    """
 
     def directories(self) -> list[str]:
         """Every host directory the sandbox's environment reads, outermost first, no nesting.
@@ -166,6 +177,7 @@ def _probe(executable: str) -> HostPython | None:
         host_sites=tuple(sites),
         shims=tuple(_shims(list(dict.fromkeys(folders)), targets)),
         prefixes=tuple(str(p) for p in facts.get("prefixes", ())),
+        system_site=bool(facts.get("system_site", True)),
     )
 
 
@@ -220,7 +232,7 @@ def make_venv(root: Path, host: HostPython) -> None:
     (root / _USER_BASE.lstrip("/")).mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text(
         f"home = {os.path.dirname(host.base)}\n"
-        "include-system-site-packages = true\n"
+        f"include-system-site-packages = {'true' if host.system_site else 'false'}\n"
         f"version = {host.full_version}\n",
         encoding="utf-8",
     )
