@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from sandbox_runtime import Capability, SandboxConfig, SandboxRuntime, delete_checkpoint
 from sandbox_runtime.backend_kit.testing import SandboxConformance
+from tests.conformance.emulated_pause import check_pause_keeps_the_files_not_the_processes
 from tests.conftest import bwrap_problem, require
 
 try:
@@ -75,13 +76,9 @@ class TestE2bWithRoutes(SandboxConformance):
         finally:
             delete_checkpoint(checkpoint, options=sandbox.config.options)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="the AGS emulator keeps files only across a pause (docs/ags-emulator.md); "
-        "e2b's service keeps the processes",
-    )
     def test_pause_keeps_a_running_process(self, sandbox: SandboxRuntime) -> None:
-        super().test_pause_keeps_a_running_process(sandbox)
+        """Not on the emulator, which keeps the files only (docs/ags-emulator.md)."""
+        check_pause_keeps_the_files_not_the_processes(sandbox)
 
 
 class TestE2bWithoutRoutes(SandboxConformance):
