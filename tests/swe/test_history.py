@@ -45,3 +45,9 @@ def test_only_the_base_is_left(backend: str) -> None:
         assert "1 file changed" in diff
         assert sandbox.exec("grep -rl THE-FIX r/.git || true").stdout == ""
         assert sandbox.read_text("r/f") == "edited\n"
+        # No template: sample hooks never run, but docker's tree mark reads each added path.
+        assert sandbox.exec("ls r/.git/hooks 2>/dev/null || true").stdout == ""
+        committed = sandbox.exec(
+            look + "-c user.email=a@b -c user.name=a commit -qam next && git log -1 --format=%s"
+        )
+        assert committed.stdout.endswith("next\n"), committed.output  # still a working repo

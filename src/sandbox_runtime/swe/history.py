@@ -26,7 +26,10 @@ __all__ = ["forget_history"]
 
 #: Rebuild ``.git`` as a shallow copy of ``HEAD`` alone: fetch that commit at depth 1 (so
 #: only its tree's objects, its id unchanged) into a new repository, carry the index and the
-#: local settings over, and swap the directories.  Remotes go with the old store.
+#: local settings over, and swap the directories.  Remotes go with the old store.  No
+#: template (``--template=``): its sample hooks never run, but each is a path the new store
+#: adds, which docker's tree mark and change list then read one engine call at a time (13 of
+#: a rollout's 17 reads, about 0.7 s of each).
 _SCRIPT = r"""
 set -eu
 g() { git -c safe.directory='*' "$@"; }
@@ -36,7 +39,7 @@ old=$(g rev-parse --absolute-git-dir)
 branch=$(g symbolic-ref -q --short HEAD || echo main)
 g update-ref refs/sandbox-runtime/base HEAD
 new=$(mktemp -d)
-git init -q --bare "$new/git"
+git init -q --bare --template= "$new/git"
 git --git-dir="$new/git" -c safe.directory='*' -c protocol.file.allow=always fetch -q \
   --depth=1 --no-tags "file://$old" "refs/sandbox-runtime/base:refs/heads/$branch"
 git --git-dir="$new/git" symbolic-ref HEAD "refs/heads/$branch"
