@@ -124,6 +124,8 @@ def test_the_sandbox_python_sees_the_folders_the_host_python_sees(
     host_path = [p for p in json.loads(host.stdout) if p]
     with SandboxRuntime(_config(tmp_path, isolation="none")) as sandbox:
         seen = sandbox.exec(f"cd / && python -c {shlex.quote(_PATH_PRINT)}", check=True)
-        own = f"{sandbox.backend.root}/.sandbox-runtime/"
+        backend = sandbox.backend
+        assert isinstance(backend, _backend.LocalBackend)
+        own = f"{backend.root}/.sandbox-runtime/"
     sandbox_path = [p for p in json.loads(seen.stdout) if p and not p.startswith(own)]
     assert sandbox_path == host_path
