@@ -13,17 +13,14 @@ from __future__ import annotations
 import time
 
 from sandbox_runtime import SandboxRuntime
-
-_COUNTER = "i=0; while :; do i=$((i+1)); echo $i > .c && mv .c counter.txt; sleep 0.1; done"
+from sandbox_runtime.backend_kit.testing.checkpoints import COUNTER_COMMAND, wait_for
 
 
 def check_pause_keeps_the_files_not_the_processes(sandbox: SandboxRuntime) -> None:
     """Pause and resume a sandbox running a counter: its file stays, the counter does not."""
-    counter = sandbox.exec_background(_COUNTER)
-    deadline = time.monotonic() + 20
-    while not sandbox.exists("counter.txt"):
-        assert time.monotonic() < deadline, "the counter never wrote its file"
-        time.sleep(0.1)
+    # Not killed after: its process goes with the paused instance (the check below).
+    sandbox.exec_background(COUNTER_COMMAND)
+    wait_for(lambda: sandbox.exists("counter.txt"))
     at_pause = int(sandbox.read_text("counter.txt"))
     sandbox.pause()
     assert sandbox.paused
@@ -32,4 +29,3 @@ def check_pause_keeps_the_files_not_the_processes(sandbox: SandboxRuntime) -> No
     assert at_resume >= at_pause
     time.sleep(1.0)  # ... and a counter still running would gain ~10 in this second
     assert int(sandbox.read_text("counter.txt")) == at_resume, "a process outlived the pause"
-    del counter  # its process went with the paused instance; there is nothing to kill

@@ -29,7 +29,11 @@ from sandbox_runtime import (
     load_backend,
 )
 
-__all__ = ["CheckpointConformance", "workdir_manifest"]
+__all__ = ["COUNTER_COMMAND", "CheckpointConformance", "wait_for", "workdir_manifest"]
+
+#: A background counter, ten a second, into ``counter.txt`` (``mv``: a reader never sees the
+#: file half written): what the pause checks watch stand still, then run again.
+COUNTER_COMMAND = "i=0; while :; do i=$((i+1)); echo $i > .c && mv .c counter.txt; sleep 0.1; done"
 
 _GIT = "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 
@@ -189,12 +193,9 @@ class CheckpointConformance:
             with pytest.raises(CapabilityUnsupportedError):
                 sandbox.pause()
             return
-        counter = sandbox.exec_background(
-            # mv: a reader never sees the file half written.
-            "i=0; while :; do i=$((i+1)); echo $i > .c && mv .c counter.txt; sleep 0.1; done"
-        )
+        counter = sandbox.exec_background(COUNTER_COMMAND)
         try:
-            _wait_for(lambda: sandbox.exists("counter.txt"))
+            wait_for(lambda: sandbox.exists("counter.txt"))
             at_pause = int(sandbox.read_text("counter.txt"))
             sandbox.pause()
             assert sandbox.paused
@@ -203,13 +204,14 @@ class CheckpointConformance:
             at_resume = int(sandbox.read_text("counter.txt"))
             # It stood still (the margin is for the moments around pause and resume)...
             assert at_resume - at_pause <= 10, (at_pause, at_resume)
-            _wait_for(lambda: int(sandbox.read_text("counter.txt")) > at_resume + 3)  # ... then ran
+            wait_for(lambda: int(sandbox.read_text("counter.txt")) > at_resume + 3)  # ... then ran
             assert not counter.done  # the same process, not a new one
         finally:
             counter.kill()
 
 
-def _wait_for(condition: Any, timeout: float = 20.0) -> None:
+def wait_for(condition: Any, timeout: float = 20.0) -> None:
+    """Poll ``condition`` every 0.1 s until it holds; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"

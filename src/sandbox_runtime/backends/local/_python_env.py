@@ -16,8 +16,8 @@ python``, in the sandbox's root), first on every command's ``PATH``:
   site-packages through ``include-system-site-packages`` only where the host's ``python`` sees
   them (not a venv, or one made with ``--system-site-packages``), and the host venv's
   site-packages and the user site (where the host's ``python`` has them) through a ``.pth``
-  file that sorts after every other, so a
-  package installed in the sandbox always comes first and pytest, pip and the rest still run
+  file that sorts after every other, so a package installed in the sandbox always comes
+  first and pytest, pip and the rest still run
   (an editable install's import finder, which setuptools puts after the path finder, is moved
   before it, or a flat-layout package the host also has would be imported from the host);
 * the host's console scripts written for its ``python`` (``pytest``, ``pip``) get a two-line
